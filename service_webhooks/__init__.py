@@ -1,0 +1,1 @@
+"""service-webhooks: receive the service's webhooks safely."""

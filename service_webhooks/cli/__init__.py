@@ -1,0 +1,26 @@
+"""The ``service-webhooks`` command line (``cli`` extra).
+
+Each command lives in its own module of this package and is registered on
+:func:`main` below.
+"""
+
+from __future__ import annotations
+
+try:
+    import click
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "the service-webhooks command needs the 'cli' extra: "
+        "pip install 'service-webhooks[cli]'"
+    ) from error
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="service-webhooks")
+def main() -> None:
+    """Receive, send and inspect the service's webhooks."""
+
+
+# Command registrations: one import and one add_command per module.

@@ -1,0 +1,195 @@
+"""Signing secrets: values, stop dates, rotation and per-organization lookup (spec §5.2).
+
+The rule, from spec §5.2: the shared secret is configured on the endpoint and never
+transmitted. A receiver may accept up to two secrets while rotating (the new one is
+tried first, the old one only until a chosen stop date), and accounts under umbrella
+management each have their own organization ID (``o``) and their own secret.
+
+* :class:`Secret` holds the bytes (a ``str`` is UTF-8 encoded) and an optional stop
+  date; its ``repr`` never shows the value.
+* A *secrets configuration* is one of: a secret; a sequence of secrets (newest first,
+  the same for every organization); a mapping ``organization ID -> secrets``; or a
+  callable ``organization ID -> secrets | None``. :func:`as_resolver` turns any of
+  them into a :class:`SecretResolver`.
+* :func:`generate_secret` makes a random 256-bit secret (spec §5.2 recommends 256-512).
+"""
+
+from __future__ import annotations
+
+import secrets as _random
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol, TypeAlias
+
+from .exceptions import ConfigurationError
+
+__all__ = [
+    "Secret",
+    "SecretLike",
+    "SecretResolver",
+    "SecretsConfig",
+    "as_resolver",
+    "generate_secret",
+]
+
+
+class Secret:
+    """One signing secret, optionally with a stop date.
+
+    Args:
+        value: The shared secret exactly as configured in the service's webhook
+            settings; ``str`` is UTF-8 encoded, ``bytes`` used as is. Must not be empty.
+        not_after: When the secret stops verifying: an aware ``datetime`` or Unix
+            seconds. ``None`` (the default) means it never expires. Used for the old
+            secret during rotation (spec §5.2).
+
+    Raises:
+        ConfigurationError: ``value`` is empty or of the wrong type, or ``not_after``
+            is a naive ``datetime``.
+    """
+
+    __slots__ = ("not_after", "value")
+
+    value: bytes
+    not_after: float | None
+
+    def __init__(self, value: str | bytes, *, not_after: datetime | float | None = None) -> None:
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        if not isinstance(value, bytes) or not value:
+            raise ConfigurationError("a secret must be a non-empty str or bytes")
+        if isinstance(not_after, datetime):
+            if not_after.tzinfo is None:
+                raise ConfigurationError("Secret(not_after=...) needs an aware datetime")
+            not_after = not_after.timestamp()
+        self.value = value
+        self.not_after = None if not_after is None else float(not_after)
+
+    def is_active(self, now: float) -> bool:
+        """Whether the secret still verifies at ``now`` (Unix seconds)."""
+        return self.not_after is None or now <= self.not_after
+
+    def __repr__(self) -> str:
+        return f"Secret('<redacted {len(self.value)} bytes>', not_after={self.not_after!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        return _random.compare_digest(self.value, other.value) and self.not_after == other.not_after
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.not_after))
+
+
+SecretLike: TypeAlias = str | bytes | Secret
+"""A single secret in any accepted form."""
+
+SecretsConfig: TypeAlias = (
+    SecretLike
+    | Sequence[SecretLike]
+    | Mapping[str, SecretLike | Sequence[SecretLike]]
+    | Callable[[str], SecretLike | Sequence[SecretLike] | None]
+)
+"""Every form a receiver's ``secrets=`` argument accepts (see the module docstring)."""
+
+
+class SecretResolver(Protocol):
+    """Finds the secrets that may have signed a delivery from one organization.
+
+    Called once per delivery with the header's ``o`` value. Returns the accepted
+    secrets, newest first, or ``None`` when the organization is unknown (the
+    delivery is then answered 401, reason ``unknown_organization``). Expired
+    secrets may be returned; the verifier skips them. Must be thread-safe.
+    """
+
+    def __call__(self, organization_id: str, /) -> Sequence[Secret] | None: ...
+
+
+def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
+    if isinstance(value, (str, bytes, Secret)):
+        value = [value]
+    items = tuple(v if isinstance(v, Secret) else Secret(v) for v in value)
+    if not items:
+        raise ConfigurationError("at least one secret is required")
+    return items
+
+
+class _Static:
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secrets: tuple[Secret, ...]) -> None:
+        self._secrets = secrets
+
+    def __call__(self, organization_id: str, /) -> Sequence[Secret]:
+        return self._secrets
+
+    def __repr__(self) -> str:
+        return f"StaticSecrets({len(self._secrets)} secrets)"
+
+
+class _PerOrganization:
+    __slots__ = ("_table",)
+
+    def __init__(self, table: dict[str, tuple[Secret, ...]]) -> None:
+        self._table = table
+
+    def __call__(self, organization_id: str, /) -> Sequence[Secret] | None:
+        return self._table.get(organization_id)
+
+    def __repr__(self) -> str:
+        return f"OrganizationSecrets(organizations={sorted(self._table)!r})"
+
+
+class _Callable:
+    __slots__ = ("_function",)
+
+    def __init__(self, function: Callable[[str], SecretLike | Sequence[SecretLike] | None]):
+        self._function = function
+
+    def __call__(self, organization_id: str, /) -> Sequence[Secret] | None:
+        found = self._function(organization_id)
+        if found is None:
+            return None
+        return _to_secrets(found)
+
+    def __repr__(self) -> str:
+        return f"CallableSecrets({self._function!r})"
+
+
+def as_resolver(config: SecretsConfig) -> SecretResolver:
+    """Turn any accepted secrets configuration into a :class:`SecretResolver`.
+
+    Args:
+        config: A secret (``str``, ``bytes`` or :class:`Secret`), a sequence of them
+            (newest first), a mapping from organization ID to either, or a callable
+            taking the organization ID and returning either or ``None``.
+
+    Returns:
+        A resolver. Static forms are validated and normalised once, here.
+
+    Raises:
+        ConfigurationError: An empty secret, an empty sequence or mapping, or a value
+            of an unsupported type.
+    """
+    if isinstance(config, (str, bytes, Secret)):
+        return _Static(_to_secrets(config))
+    if isinstance(config, Mapping):
+        if not config:
+            raise ConfigurationError("the organization -> secrets mapping is empty")
+        table = {str(org): _to_secrets(value) for org, value in config.items()}
+        return _PerOrganization(table)
+    if isinstance(config, Sequence):
+        return _Static(_to_secrets(config))
+    if callable(config):
+        return _Callable(config)
+    raise ConfigurationError(f"unsupported secrets configuration: {type(config).__name__}")
+
+
+def generate_secret() -> str:
+    """Return a new random 256-bit secret as 43 URL-safe base64 characters.
+
+    Spec §5.2 recommends a random secret of 256 to 512 bits, different per endpoint
+    and per account. Paste the result into the service's webhook settings and into
+    the receiver's configuration.
+    """
+    return _random.token_urlsafe(32)

@@ -1,0 +1,231 @@
+"""``Service-Signature``: parse, sign and verify over raw bytes (spec §5.2).
+
+The rule, from spec §5.2 and DESIGN.md "Signature rules":
+
+1. The header value is exactly three comma-separated ``key:value`` pairs with the keys
+   ``o`` (organization ID), ``t`` (Unix seconds, base-10 digits) and ``v`` (standard
+   base64, RFC 4648 §4), in any order. Each pair splits at its first colon. A missing,
+   duplicate or unknown key, an empty ``o`` or a non-digit ``t`` is a format error.
+2. The signed bytes are ``raw_body + b":" + o + b":" + t``, with ``t`` exactly as sent.
+   The body is fed to the HMAC as is and the ``:o:t`` suffix separately: never copied,
+   never decoded.
+3. HMAC-SHA256 keyed with each accepted secret (newest first; a secret past its stop
+   date is skipped); ``v`` base64-decoded and compared with :func:`hmac.compare_digest`.
+   An undecodable ``v`` is a mismatch, like a wrong one.
+4. ``abs(now - t) > tolerance`` is rejected, in both directions (clock skew); a
+   difference equal to the tolerance is accepted. A correct signature does not excuse
+   an old timestamp. The clock is :func:`time.time` looked up at call time, so
+   ``freezegun`` works; pass ``now`` to pin it.
+
+Everything here is pure: no I/O, no logging.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .credentials import Secret, SecretLike, SecretResolver
+from .exceptions import (
+    SignatureFormatError,
+    SignatureMismatchError,
+    TimestampError,
+    UnknownOrganizationError,
+)
+
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "SIGNATURE_HEADER",
+    "SignatureHeader",
+    "compute_signature",
+    "parse_signature_header",
+    "sign",
+    "verify",
+]
+
+SIGNATURE_HEADER = "Service-Signature"
+"""Name of the header that carries the signature (spec §5.2, §6.1)."""
+
+DEFAULT_TOLERANCE = 300
+"""Accepted difference between ``t`` and now, in seconds (spec §5.2, §8: five minutes)."""
+
+_MAX_HEADER_LENGTH = 4096  # far above any real header; bounds the work on garbage
+_MAX_T_DIGITS = 12  # Unix seconds until the year 33658
+_DIGEST_SIZE = hashlib.sha256().digest_size
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureHeader:
+    """A parsed ``Service-Signature`` value.
+
+    Attributes:
+        organization_id: ``o``, the account that sent the delivery.
+        timestamp: ``t`` as an integer, Unix seconds.
+        timestamp_text: ``t`` exactly as sent; it is what was signed.
+        signature: ``v`` exactly as sent (base64 text, not yet decoded).
+    """
+
+    organization_id: str
+    timestamp: int
+    timestamp_text: str
+    signature: str
+
+    def signed_suffix(self) -> bytes:
+        """The bytes signed after the body: ``b":" + o + b":" + t`` (UTF-8)."""
+        return f":{self.organization_id}:{self.timestamp_text}".encode()
+
+
+def parse_signature_header(value: str | bytes | None) -> SignatureHeader:
+    """Parse a ``Service-Signature`` header value strictly (spec §5.2 step 1).
+
+    Args:
+        value: The header value as ``str`` or raw ``bytes`` (decoded as ASCII), or
+            ``None`` when the request had no such header.
+
+    Returns:
+        The parsed :class:`SignatureHeader`.
+
+    Raises:
+        SignatureFormatError: Missing, empty, too long, not ASCII, not exactly the
+            three pairs ``o``, ``t``, ``v``, duplicate or unknown key, empty ``o``,
+            or ``t`` not 1-12 base-10 digits.
+    """
+    if value is None:
+        raise SignatureFormatError(f"missing {SIGNATURE_HEADER} header")
+    if len(value) > _MAX_HEADER_LENGTH:
+        raise SignatureFormatError(f"{SIGNATURE_HEADER} header is too long")
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("ascii")
+        except UnicodeDecodeError:
+            raise SignatureFormatError(f"{SIGNATURE_HEADER} header is not ASCII") from None
+    elif not value.isascii():
+        raise SignatureFormatError(f"{SIGNATURE_HEADER} header is not ASCII")
+    pairs = value.split(",")
+    if len(pairs) != 3:
+        raise SignatureFormatError(
+            f"{SIGNATURE_HEADER} must hold exactly 3 key:value pairs, got {len(pairs)}"
+        )
+    fields: dict[str, str] = {}
+    for pair in pairs:
+        key, colon, item = pair.partition(":")
+        if not colon or key not in ("o", "t", "v"):
+            raise SignatureFormatError(f"{SIGNATURE_HEADER} pair {key[:16]!r} is not o, t or v")
+        if key in fields:
+            raise SignatureFormatError(f"{SIGNATURE_HEADER} repeats the key {key!r}")
+        fields[key] = item
+    organization_id, t = fields["o"], fields["t"]
+    if not organization_id or not organization_id.isprintable():
+        raise SignatureFormatError(f"{SIGNATURE_HEADER} o is empty or not printable")
+    if not (t.isdigit() and len(t) <= _MAX_T_DIGITS):
+        raise SignatureFormatError(f"{SIGNATURE_HEADER} t is not a Unix time in seconds")
+    return SignatureHeader(organization_id, int(t), t, fields["v"])
+
+
+def compute_signature(body: bytes, secret: Secret | SecretLike, suffix: bytes) -> bytes:
+    """Return the raw HMAC-SHA256 digest (32 bytes) of ``body + suffix``.
+
+    Args:
+        body: The exact raw request body.
+        secret: The signing secret (``str`` is UTF-8 encoded).
+        suffix: ``b":" + o + b":" + t`` (see :meth:`SignatureHeader.signed_suffix`).
+    """
+    key = secret.value if isinstance(secret, Secret) else Secret(secret).value
+    mac = hmac.new(key, body, hashlib.sha256)
+    mac.update(suffix)
+    return mac.digest()
+
+
+def sign(
+    body: bytes,
+    secret: Secret | SecretLike,
+    organization_id: str,
+    *,
+    timestamp: int | None = None,
+) -> str:
+    """Sign ``body`` the way the service does and return the header value.
+
+    Args:
+        body: The exact bytes that will be sent as the request body.
+        secret: The endpoint's signing secret.
+        organization_id: The ``o`` value: the sending account's organization ID.
+        timestamp: ``t``, Unix seconds; defaults to ``int(time.time())``.
+
+    Returns:
+        ``"o:<org>,t:<unix seconds>,v:<base64 HMAC-SHA256>"`` for the
+        ``Service-Signature`` header.
+
+    Raises:
+        SignatureFormatError: ``organization_id`` is empty or contains ``,``
+            (it could not be parsed back), or ``timestamp`` is negative.
+    """
+    if not organization_id or "," in organization_id or not organization_id.isprintable():
+        raise SignatureFormatError("organization_id must be non-empty, printable, without ','")
+    t = int(time.time()) if timestamp is None else timestamp
+    if t < 0:
+        raise SignatureFormatError("timestamp must be a non-negative Unix time")
+    digest = compute_signature(body, secret, f":{organization_id}:{t}".encode())
+    return f"o:{organization_id},t:{t},v:{base64.b64encode(digest).decode('ascii')}"
+
+
+def _decode_v(v: str) -> bytes | None:
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == _DIGEST_SIZE else None
+
+
+def verify(
+    body: bytes,
+    header: str | bytes | SignatureHeader | None,
+    secrets: SecretResolver | Sequence[Secret],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    now: float | None = None,
+) -> SignatureHeader:
+    """Authenticate one delivery (spec §5.2 steps 1-5).
+
+    Args:
+        body: The exact raw request body, as received.
+        header: The ``Service-Signature`` value (or an already parsed one); ``None``
+            when absent.
+        secrets: The accepted secrets, newest first, or a resolver that finds them
+            from the organization ID ``o``.
+        tolerance: Largest accepted ``abs(now - t)``, in seconds (default 300).
+        now: The current Unix time in seconds; defaults to :func:`time.time`.
+
+    Returns:
+        The parsed header, once the signature and the timestamp both check out.
+
+    Raises:
+        SignatureFormatError: The header is missing or malformed.
+        UnknownOrganizationError: The resolver knows no secret for ``o``.
+        SignatureMismatchError: No active secret yields ``v``.
+        TimestampError: ``t`` is more than ``tolerance`` seconds from ``now``.
+    """
+    parsed = header if isinstance(header, SignatureHeader) else parse_signature_header(header)
+    if now is None:
+        now = time.time()
+    candidates = secrets if isinstance(secrets, Sequence) else secrets(parsed.organization_id)
+    if candidates is None:
+        raise UnknownOrganizationError("no secret is configured for this organization")
+    expected = _decode_v(parsed.signature)
+    if expected is None:
+        raise SignatureMismatchError("v is not a base64 HMAC-SHA256 digest")
+    suffix = parsed.signed_suffix()
+    for secret in candidates:
+        if secret.is_active(now) and hmac.compare_digest(
+            compute_signature(body, secret, suffix), expected
+        ):
+            break
+    else:
+        raise SignatureMismatchError("no accepted secret produces this signature")
+    if abs(now - parsed.timestamp) > tolerance:
+        raise TimestampError(f"t is more than {tolerance:g} s from the receiver's clock")
+    return parsed
