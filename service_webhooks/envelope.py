@@ -1,0 +1,88 @@
+"""Decode the webhook envelope from an authenticated raw body (spec §2.7, §6.1, §9).
+
+The rule: the body is a JSON object ``{"eventName": str, "version": int, "data": any}``
+of at most 1 MiB (1,048,576 bytes). Types are strict: ``version`` must be a JSON
+integer (not ``true``, not ``1.0``, not ``"1"``), ``eventName`` a non-empty string,
+``data`` present (``null`` allowed). Unknown fields are ignored at every level
+(spec §9). The body must be UTF-8 JSON; anything else is malformed (400). A body over
+the limit is :class:`~service_webhooks.exceptions.PayloadTooLargeError` (413).
+
+``data`` is decoded straight into the typed model of :mod:`service_webhooks.events`
+when one exists for ``(eventName, version)``, else into plain JSON values. The body
+is never copied or turned into ``str``: msgspec reads the bytes directly.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from .events import EVENT_MODELS
+from .exceptions import EnvelopeError, PayloadTooLargeError
+
+__all__ = ["MAX_BODY_SIZE", "Envelope", "decode_envelope"]
+
+MAX_BODY_SIZE = 1_048_576
+"""Largest accepted body in bytes (spec §2.7 and §8: at most 1 megabyte)."""
+
+
+class _RawEnvelope(msgspec.Struct, frozen=True):
+    eventName: Annotated[str, msgspec.Meta(min_length=1)]
+    version: int
+    data: msgspec.Raw
+
+
+class Envelope(msgspec.Struct, frozen=True):
+    """A decoded envelope.
+
+    Attributes:
+        event_name: ``eventName``, e.g. ``"note.created"``.
+        version: The payload version (spec §9; currently 1).
+        data: The typed model for a known ``(event_name, version)``, else plain JSON.
+    """
+
+    event_name: str
+    version: int
+    data: Any
+
+
+_envelope_decoder = msgspec.json.Decoder(_RawEnvelope)
+_any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+_model_decoders: dict[tuple[str, int], msgspec.json.Decoder[Any]] = {
+    key: msgspec.json.Decoder(model) for key, model in EVENT_MODELS.items()
+}
+
+
+def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
+    """Decode and validate one envelope.
+
+    Args:
+        body: The raw request body (``bytes``), already authenticated.
+        max_size: Largest accepted size in bytes (default 1 MiB, spec §2.7).
+
+    Returns:
+        The :class:`Envelope`, with ``data`` typed where a model is known.
+
+    Raises:
+        PayloadTooLargeError: ``len(body) > max_size``.
+        EnvelopeError: Empty, not UTF-8, not JSON, not an object, a missing or
+            mistyped field, or ``data`` that does not fit the event's model.
+    """
+    if len(body) > max_size:
+        raise PayloadTooLargeError(f"body is larger than {max_size} bytes")
+    try:
+        raw = _envelope_decoder.decode(body)
+        decoder = _model_decoders.get((raw.eventName, raw.version), _any_decoder)
+        data = decoder.decode(raw.data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise EnvelopeError(f"body is not a valid envelope: {_describe(error)}") from None
+    return Envelope(raw.eventName, raw.version, data)
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8"
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return str(error)[:200]

@@ -1,0 +1,96 @@
+"""The result of handling one delivery, and the one table from result to HTTP status.
+
+What the service does with each status is fixed by spec §3.3 and §7: 2xx is success;
+500-599, 302, 303, 307 and 429 are retried; every other status is a permanent failure.
+The receiver therefore answers (DESIGN.md "Status contract"):
+
+====================================================  ======  ===========================
+situation                                             status  reason
+====================================================  ======  ===========================
+processed                                             200     ``processed``
+already processed (a duplicate)                       200     ``duplicate``
+no handler for this event (default policy)            200     ``unhandled``
+header missing or malformed                           401     ``format``
+signature wrong                                       401     ``signature``
+timestamp beyond the tolerance                        401     ``timestamp``
+no secret for the organization                        401     ``unknown_organization``
+body not a valid envelope                             400     ``malformed_envelope``
+body over the size limit                              413     ``payload_too_large``
+method other than POST                                405     ``method_not_allowed``
+same delivery in flight elsewhere                     503     ``in_flight`` + Retry-After
+idempotency store unreachable                         503     ``store_unavailable``
+a handler raised                                      500     ``handler_failed``
+a handler raised :class:`Unprocessable`               422*    ``unprocessable``
+====================================================  ======  ===========================
+
+(*) or the 4xx the handler chose. Never 3xx: a redirect is always a bug here.
+Adapters write an :class:`Outcome` as it is; they never branch on its status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .exceptions import MethodNotAllowedError, WebhookError
+
+__all__ = ["RETRY_AFTER_SECONDS", "Outcome", "outcome_for_error"]
+
+RETRY_AFTER_SECONDS = 60
+"""``Retry-After`` sent with 503 answers: the service's shortest retry delay (spec §3.3).
+
+The service does not shorten its backoff for it; it is there for humans and proxies.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a receiver answers one delivery.
+
+    Attributes:
+        status: The HTTP status code.
+        reason: A stable snake_case code (see the table in this module).
+        headers: Extra response headers as ``(name, value)`` pairs.
+        event_name: ``eventName`` when the envelope was decoded, else ``None``.
+        organization_id: ``o`` when the signature was verified, else ``None``.
+    """
+
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...] = ()
+    event_name: str | None = field(default=None, compare=False)
+    organization_id: str | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the service will count this answer as a success (2xx)."""
+        return 200 <= self.status <= 299
+
+    @property
+    def body(self) -> bytes:
+        """A small JSON body for humans; the service ignores it (spec §6.1)."""
+        return b'{"status":%d,"reason":"%s"}' % (self.status, self.reason.encode("ascii"))
+
+    @property
+    def content_type(self) -> str:
+        """The ``Content-Type`` of :attr:`body`."""
+        return "application/json"
+
+
+_RETRY_AFTER = (("Retry-After", str(RETRY_AFTER_SECONDS)),)
+_ALLOW_POST = (("Allow", "POST"),)
+
+
+def outcome_for_error(error: WebhookError) -> Outcome:
+    """Map one of the library's errors to the answer (status from the error's class)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    if error.status == 503:
+        headers = _RETRY_AFTER
+    elif isinstance(error, MethodNotAllowedError):
+        headers = _ALLOW_POST
+    return Outcome(error.status, error.reason, headers)
+
+
+PROCESSED = Outcome(200, "processed")
+DUPLICATE = Outcome(200, "duplicate")
+IN_FLIGHT = Outcome(503, "in_flight", _RETRY_AFTER)
+HANDLER_FAILED = Outcome(500, "handler_failed")

@@ -1,0 +1,392 @@
+"""The receive pipeline for one delivery: :meth:`WebhookReceiver.process` and ``aprocess``.
+
+::
+
+    method, raw body (bytes, read with a cap), Service-Signature value
+      -> method is POST                       else 405
+      -> body within max_body_size            else 413
+      -> signature and timestamp (spec §5.2)  else 401
+      -> envelope (spec §2.7)                 else 400
+      -> handlers for (eventName, version)    none: unhandled_status (200)
+      -> claim the idempotency key            DONE: 200, IN_FLIGHT: 503, store down: 503
+      -> run the handlers                     raised: release, 500 (Unprocessable: 4xx)
+      -> complete the key                     store down: 503 (the retry re-runs)
+      -> 200
+
+Everything but the store and the handlers is pure and shared (:meth:`_prepare`,
+:meth:`_failed`); the sync and async drivers differ only in how they do that I/O,
+and read line for line alike. A handler failure always leaves the event retryable:
+the claim is released before answering, and no 2xx is sent unless every handler
+finished and the key was recorded as done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import logging
+import secrets as _random
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .credentials import SecretsConfig, as_resolver
+from .dispatch import Registration, Router
+from .envelope import MAX_BODY_SIZE, decode_envelope
+from .events import Event
+from .exceptions import (
+    ConfigurationError,
+    MethodNotAllowedError,
+    PayloadTooLargeError,
+    StoreError,
+    Unprocessable,
+    WebhookError,
+)
+from .outcome import DUPLICATE, HANDLER_FAILED, IN_FLIGHT, PROCESSED, Outcome, outcome_for_error
+from .signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
+from .stores.base import MIN_RETENTION, ClaimState, IdempotencyStore
+from .stores.memory import MemoryStore
+from .stores.sqlite import SQLiteStore
+
+__all__ = ["DEFAULT_LEASE", "DEFAULT_RETENTION", "WebhookReceiver", "default_idempotency_key"]
+
+logger = logging.getLogger("service_webhooks")
+
+DEFAULT_LEASE = 120.0
+"""Seconds a claim holds before another delivery of the same event may take it over."""
+
+DEFAULT_RETENTION = 72 * 3600.0
+"""Seconds a processed key is remembered (events are retried for 24 h, spec §3.3)."""
+
+KeyFunction = Callable[[Event[Any]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A delivery that passed every pure check and now needs the store and handlers."""
+
+    event: Event[Any]
+    handlers: tuple[Registration, ...]
+    token: str
+
+
+class WebhookReceiver:
+    """Authenticates, decodes, deduplicates and dispatches deliveries.
+
+    Args:
+        secrets: The signing secret(s): a secret, a sequence (newest first, for
+            rotation), a mapping ``organization ID -> secrets`` or a callable; see
+            :mod:`service_webhooks.credentials`.
+        tolerance: Largest accepted ``abs(now - t)`` in seconds (spec §5.2; 300).
+        store: The idempotency store: an :class:`~service_webhooks.stores.IdempotencyStore`,
+            ``"memory"`` for a :class:`~service_webhooks.stores.MemoryStore`, or a SQLite
+            file path (``"sqlite:PATH"`` or ``PATH``). Default: SQLite at
+            ``./service_webhooks.sqlite3`` (the file is created on first use).
+        max_body_size: Largest accepted body in bytes (spec §2.7: 1 MiB).
+        idempotency_key: ``key(event) -> str`` to deduplicate on your own identity
+            (e.g. ``lambda e: e.data.id``); it is namespaced by organization. Default:
+            SHA-256 of ``o + "\\n" + raw body``.
+        lease: Seconds a claim holds before a retry may take it over (a process
+            that died mid-handler).
+        retention: Seconds a processed key is remembered; at least 48 h.
+        unhandled_status: Answer for an event no handler is registered for (200,
+            any 4xx but 429, or 500 to have the service retry it).
+        sync_handlers_in_thread: Under ``aprocess``, run plain-function handlers in a
+            worker thread so they do not block the event loop.
+        clock: Current time in Unix seconds for the timestamp check; defaults to
+            :func:`time.time` looked up at call time (so ``freezegun`` works).
+
+    Raises:
+        ConfigurationError: Any argument out of range (messages never show secrets).
+    """
+
+    signature_header = SIGNATURE_HEADER
+
+    def __init__(
+        self,
+        secrets: SecretsConfig,
+        *,
+        tolerance: float = DEFAULT_TOLERANCE,
+        store: IdempotencyStore | str | None = None,
+        max_body_size: int = MAX_BODY_SIZE,
+        idempotency_key: KeyFunction | None = None,
+        lease: float = DEFAULT_LEASE,
+        retention: float = DEFAULT_RETENTION,
+        unhandled_status: int = 200,
+        sync_handlers_in_thread: bool = True,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if not tolerance >= 0:
+            raise ConfigurationError("tolerance must be >= 0 seconds")
+        if not 0 < max_body_size <= MAX_BODY_SIZE:
+            raise ConfigurationError(f"max_body_size must be 1..{MAX_BODY_SIZE} bytes")
+        if not lease > 0:
+            raise ConfigurationError("lease must be > 0 seconds")
+        if not retention >= MIN_RETENTION:
+            raise ConfigurationError(f"retention must be >= {MIN_RETENTION} seconds (48 h)")
+        if not (unhandled_status in (200, 500) or 400 <= unhandled_status <= 499):
+            raise ConfigurationError("unhandled_status must be 200, a 4xx or 500")
+        if unhandled_status == 429:
+            raise ConfigurationError("unhandled_status 429 would be retried; use 500 for that")
+        self._resolver = as_resolver(secrets)
+        self.tolerance = tolerance
+        self.max_body_size = max_body_size
+        self.lease = lease
+        self.retention = retention
+        self.unhandled = Outcome(unhandled_status, "unhandled")
+        self.sync_handlers_in_thread = sync_handlers_in_thread
+        self._key_function = idempotency_key
+        self._clock = clock
+        self.store: IdempotencyStore = _open_store(store)
+        self.router = Router()
+        self.on = self.router.on
+        self.on_any = self.router.on_any
+        self.on_error = self.router.on_error
+        self.remove = self.router.remove
+
+    def __repr__(self) -> str:
+        return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
+
+    # -- the two drivers: identical but for how they call the store and handlers ----
+
+    def process(
+        self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
+    ) -> Outcome:
+        """Handle one delivery synchronously.
+
+        Args:
+            body: The raw request body (``bytes``); adapters pass at most
+                ``max_body_size + 1`` bytes of a larger one.
+            signature: The ``Service-Signature`` header value, ``None`` if absent.
+            method: The HTTP method.
+
+        Returns:
+            The :class:`~service_webhooks.outcome.Outcome` to send. Never raises for
+            anything a request can contain.
+        """
+        try:
+            plan = self._prepare(method, body, signature)
+            if isinstance(plan, Outcome):
+                return plan
+            key, store = plan.event.idempotency_key, self.store
+            state = _guard(store.claim, key, plan.token, self.lease)
+            if state is not ClaimState.NEW:
+                return self._answer(plan, DUPLICATE if state is ClaimState.DONE else IN_FLIGHT)
+            try:
+                for registration in plan.handlers:
+                    _run_sync(registration, plan.event)
+            except BaseException as error:
+                _guard_release(store.release, key, plan.token)
+                return self._failed(plan, error)
+            _guard(store.complete, key, plan.token, self.retention)
+            return self._answer(plan, PROCESSED)
+        except WebhookError as error:
+            return self._rejected(error)
+
+    async def aprocess(
+        self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
+    ) -> Outcome:
+        """Handle one delivery in an event loop; see :meth:`process`."""
+        try:
+            plan = self._prepare(method, body, signature)
+            if isinstance(plan, Outcome):
+                return plan
+            key, store = plan.event.idempotency_key, self.store
+            state = await _aguard(store.aclaim(key, plan.token, self.lease))
+            if state is not ClaimState.NEW:
+                return self._answer(plan, DUPLICATE if state is ClaimState.DONE else IN_FLIGHT)
+            try:
+                for registration in plan.handlers:
+                    await self._run_async(registration, plan.event)
+            except BaseException as error:
+                await _aguard_release(store.arelease(key, plan.token))
+                return self._failed(plan, error)
+            await _aguard(store.acomplete(key, plan.token, self.retention))
+            return self._answer(plan, PROCESSED)
+        except WebhookError as error:
+            return self._rejected(error)
+
+    # -- pure steps ---------------------------------------------------------------
+
+    def _prepare(self, method: str, body: bytes, signature: str | bytes | None) -> _Plan | Outcome:
+        """Every check that needs no I/O; an :class:`Outcome` means answer now."""
+        if method.upper() != "POST":
+            raise MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
+        if len(body) > self.max_body_size:
+            raise PayloadTooLargeError(f"body is larger than {self.max_body_size} bytes")
+        now = self._clock() if self._clock is not None else time.time()
+        header = verify(body, signature, self._resolver, tolerance=self.tolerance, now=now)
+        envelope = decode_envelope(body, max_size=self.max_body_size)
+        handlers = self.router.handlers_for(envelope.event_name, envelope.version)
+        organization_id = header.organization_id
+        if not handlers:
+            return self._log(
+                replace(
+                    self.unhandled, event_name=envelope.event_name, organization_id=organization_id
+                )
+            )
+        key = "" if self._key_function else default_idempotency_key(organization_id, body)
+        event: Event[Any] = Event(
+            envelope.event_name,
+            envelope.version,
+            envelope.data,
+            organization_id,
+            header.timestamp,
+            key,
+            body,
+        )
+        if self._key_function is not None:
+            event = replace(event, idempotency_key=self._custom_key(self._key_function, event))
+        return _Plan(event, handlers, _random.token_hex(16))
+
+    @staticmethod
+    def _custom_key(function: KeyFunction, event: Event[Any]) -> str:
+        try:
+            custom = function(event)
+        except Exception as error:
+            raise Unprocessable("idempotency_key function failed on this event") from error
+        if not isinstance(custom, str) or not custom:
+            raise Unprocessable("idempotency_key function returned no key for this event")
+        return f"{event.organization_id}:{custom}"[:200]
+
+    def _answer(self, plan: _Plan, outcome: Outcome) -> Outcome:
+        event = plan.event
+        return self._log(
+            replace(outcome, event_name=event.name, organization_id=event.organization_id)
+        )
+
+    def _failed(self, plan: _Plan, error: BaseException) -> Outcome:
+        """After a handler raised (its claim already released): hooks, log, answer."""
+        if not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, CancelledError...: released, now propagate
+        for hook in self.router.error_hooks:
+            try:
+                hook(plan.event, error)
+            except Exception:
+                logger.exception("service_webhooks: an error hook raised")
+        if isinstance(error, Unprocessable):
+            logger.warning(
+                "service_webhooks: handler refused %s: %s", plan.event.name, error, exc_info=False
+            )
+            return self._answer(plan, outcome_for_error(error))
+        logger.error(
+            "service_webhooks: handler for %s failed; answered 500 so the service retries",
+            plan.event.name,
+            exc_info=error,
+        )
+        return self._answer(plan, HANDLER_FAILED)
+
+    def _rejected(self, error: WebhookError) -> Outcome:
+        return self._log(outcome_for_error(error), detail=str(error))
+
+    @staticmethod
+    def _log(outcome: Outcome, detail: str = "") -> Outcome:
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "service_webhooks: %d %s event=%s org=%s%s",
+                outcome.status,
+                outcome.reason,
+                outcome.event_name,
+                outcome.organization_id,
+                f" ({detail})" if detail else "",
+            )
+        return outcome
+
+    async def _run_async(self, registration: Registration, event: Event[Any]) -> None:
+        if registration.is_async:
+            await registration.handler(event)  # type: ignore[misc]
+        elif self.sync_handlers_in_thread:
+            result = await asyncio.to_thread(registration.handler, event)
+            if inspect.isawaitable(result):
+                await result
+        else:
+            result = registration.handler(event)
+            if inspect.isawaitable(result):
+                await result
+
+
+def _run_sync(registration: Registration, event: Event[Any]) -> None:
+    result = registration.handler(event)
+    if inspect.isawaitable(result):
+        _run_coroutine(result)
+
+
+def _run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(_await(awaitable))
+        return
+    awaitable.close()
+    raise RuntimeError(
+        "an async handler was called from process() inside a running event loop; "
+        "call aprocess() there instead"
+    )
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
+
+
+def _guard(operation: Callable[..., Any], *args: Any) -> Any:
+    """Call a store operation; any failure becomes StoreError (503, fail closed)."""
+    try:
+        return operation(*args)
+    except Exception as error:
+        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
+        raise StoreError("the idempotency store is unavailable") from error
+
+
+async def _aguard(operation: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await operation
+    except Exception as error:
+        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
+        raise StoreError("the idempotency store is unavailable") from error
+
+
+def _guard_release(operation: Callable[[str, str], bool], key: str, token: str) -> bool:
+    try:
+        return operation(key, token)
+    except Exception as error:  # the lease still expires; the retry runs then
+        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
+        return False
+
+
+async def _aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
+    try:
+        return await operation
+    except Exception as error:
+        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
+        return False
+
+
+def default_idempotency_key(organization_id: str, body: bytes) -> str:
+    """SHA-256 (hex) of ``o + "\\n" + raw body``: retries of one event share it.
+
+    Spec §6.1: duplicates occur and each retry carries a new ``t`` but the same body.
+    """
+    digest = hashlib.sha256(organization_id.encode() + b"\n")
+    digest.update(body)
+    return digest.hexdigest()
+
+
+_STORE_METHODS = ("claim", "complete", "release", "aclaim", "acomplete", "arelease")
+
+
+def _open_store(config: IdempotencyStore | str | None) -> IdempotencyStore:
+    if config is None or isinstance(config, str):
+        if config == "memory":
+            return MemoryStore()
+        path = "service_webhooks.sqlite3" if config is None else config.removeprefix("sqlite:")
+        if not path:
+            raise ConfigurationError("store='sqlite:' needs a file path")
+        return SQLiteStore(path)
+    if not all(callable(getattr(config, name, None)) for name in _STORE_METHODS):
+        raise ConfigurationError(
+            "store must be an IdempotencyStore (claim/complete/release and a-twins), "
+            "'memory' or a SQLite path"
+        )
+    return config
