@@ -1,0 +1,466 @@
+"""The no-I/O core shared by :class:`~.client.Client` and :class:`~.aclient.AsyncClient`.
+
+Rule of this module: nothing here sends a request or sleeps (the drivers do, with
+the ``sleep`` they were given). It validates arguments, builds :class:`Call`
+descriptions of requests, turns a response or a transport failure into a result or an
+:class:`~.errors.APIError`, and decides whether and after how long to retry. The two
+drivers only do the I/O and read line for line alike.
+
+Retry rules (spec §4, §8; API rate limits are not documented, so the service's own
+``Retry-After`` is trusted when it is reasonable):
+
+- 429 is retried for every method: the service refused the request, so it had no effect.
+- 502, 503, 504 and transport failures are retried for GETs (safe to repeat).
+- ``POST .../cancel`` is also retried when the connection was never established
+  (the request surely did not reach the service), never after a 5xx or a read failure.
+- Delay: ``Retry-After`` when the response has one and it is at most
+  ``max_retry_after`` seconds (a longer one is not waited for: the error is raised with
+  its ``retry_after``); otherwise exponential backoff with "equal jitter":
+  ``cap = min(backoff_max, backoff_base * 2**retry)``, delay in ``[cap/2, cap)``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from ..exceptions import ConfigurationError
+from .errors import (
+    APIConnectionError,
+    APIError,
+    APIResponseError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    NotFoundError,
+    ParameterError,
+    RateLimitError,
+    ServerError,
+)
+from .models import HistoryPage, OperationsPage, OperationState, OperationType
+
+__all__ = [
+    "HISTORY_LIMIT_DEFAULT",
+    "HISTORY_PATH",
+    "MAX_LIMIT",
+    "OPERATIONS_PATH",
+    "AsyncSleep",
+    "Call",
+    "ClientCore",
+    "Jitter",
+    "RetryPolicy",
+    "Sleep",
+    "cancel_call",
+    "history_call",
+    "operations_call",
+    "operations_filters",
+    "validate_limit",
+]
+
+T = TypeVar("T")
+
+HISTORY_PATH = "/settings/recording/v1/privacy/history"
+"""Spec §4.1."""
+OPERATIONS_PATH = "/operations/v1"
+"""Spec §4.2; cancel is ``{OPERATIONS_PATH}/{id}/cancel`` (spec §4.3)."""
+HISTORY_LIMIT_DEFAULT = 20
+"""Versions per history page when ``limit`` is not given (spec §8)."""
+MAX_LIMIT = 100
+"""Largest ``limit`` of either listing (spec §4.1, §4.2, §8)."""
+
+_RETRIED_STATUSES = frozenset({502, 503, 504})
+_ERROR_TEXT_MAX = 200
+
+
+class Sleep(Protocol):
+    """Blocks for ``seconds`` (a float, >= 0). ``time.sleep`` by default."""
+
+    def __call__(self, seconds: float, /) -> None: ...
+
+
+class AsyncSleep(Protocol):
+    """Waits for ``seconds`` (a float, >= 0) without blocking. ``asyncio.sleep`` by default."""
+
+    def __call__(self, seconds: float, /) -> Awaitable[None]: ...
+
+
+class Jitter(Protocol):
+    """Returns a float in ``[0, 1)`` that spreads retry delays. ``random.random`` by default."""
+
+    def __call__(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One API request, described without doing it.
+
+    Attributes:
+        method: ``"GET"`` or ``"POST"``.
+        path: Path relative to the client's ``base_url``, already escaped.
+        params: Query parameters, in the order they are sent.
+        idempotent: Whether repeating the request after an unknown outcome is safe.
+    """
+
+    method: str
+    path: str
+    params: tuple[tuple[str, str], ...] = ()
+    idempotent: bool = True
+
+
+def validate_limit(limit: object, *, default: int | None) -> int | None:
+    """Check a page size against spec §4.1 / §4.2 / §8 before any request is built.
+
+    Args:
+        limit: The caller's value; ``None`` means "use the service default".
+        default: What ``None`` becomes (``20`` for history, ``None`` for operations,
+            which the service reads as its maximum of 100).
+
+    Returns:
+        The limit to send, or ``None`` to leave the parameter out.
+
+    Raises:
+        ParameterError: ``limit`` is not an int in 1-100 (bools are refused).
+    """
+    if limit is None:
+        return default
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise ParameterError(f"limit must be an int in 1-{MAX_LIMIT}, got {limit!r}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ParameterError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def _validate_token(token: object) -> str | None:
+    if token is None or token == "":
+        return None
+    if not isinstance(token, str):
+        raise ParameterError(f"pagination_token must be a str, got {type(token).__name__}")
+    return token
+
+
+def _page_params(limit: int | None, token: str | None) -> tuple[tuple[str, str], ...]:
+    params: tuple[tuple[str, str], ...] = ()
+    if token is not None:
+        params += (("paginationToken", token),)
+    if limit is not None:
+        params += (("limit", str(limit)),)
+    return params
+
+
+def history_call(limit: int | None, pagination_token: str | None) -> Call:
+    """Build ``GET /settings/recording/v1/privacy/history`` (spec §4.1).
+
+    Raises:
+        ParameterError: ``limit`` outside 1-100 or a non-str token.
+    """
+    checked = validate_limit(limit, default=HISTORY_LIMIT_DEFAULT)
+    return Call("GET", HISTORY_PATH, _page_params(checked, _validate_token(pagination_token)))
+
+
+def _enum_value(value: object, enum: type[OperationState] | type[OperationType], name: str) -> str:
+    if isinstance(value, str) and value in {member.value for member in enum}:
+        return str(value)
+    allowed = ", ".join(member.value for member in enum)
+    raise ParameterError(f"{name} must be one of {allowed}; got {value!r}")
+
+
+def operations_filters(state: object = None, type: object = None) -> tuple[tuple[str, str], ...]:
+    """Validate the operation filters of spec §4.2 against the enums of spec §2.5.
+
+    Args:
+        state: ``None`` or one of ``PENDING``, ``COMPLETED``, ``FAILED``.
+        type: ``None`` or one of ``DELETE_USER``, ``DELETE_SESSION``,
+            ``DELETE_SEGMENT_SESSIONS``, ``DELETE_SEGMENT_USERS``, ``SEARCH_EXPORT``.
+
+    Returns:
+        The filter query parameters, fixed for the whole iteration.
+
+    Raises:
+        ParameterError: A value outside those sets (checked before sending).
+    """
+    filters: tuple[tuple[str, str], ...] = ()
+    if state is not None:
+        filters += (("state", _enum_value(state, OperationState, "state")),)
+    if type is not None:
+        filters += (("type", _enum_value(type, OperationType, "type")),)
+    return filters
+
+
+def operations_call(
+    filters: tuple[tuple[str, str], ...], limit: int | None, pagination_token: str | None
+) -> Call:
+    """Build ``GET /operations/v1`` (spec §4.2) from filters made by :func:`operations_filters`.
+
+    Raises:
+        ParameterError: ``limit`` outside 1-100 or a non-str token.
+    """
+    checked = validate_limit(limit, default=None)
+    page = _page_params(checked, _validate_token(pagination_token))
+    return Call("GET", OPERATIONS_PATH, page + filters)
+
+
+def cancel_call(operation_id: object) -> Call:
+    """Build ``POST /operations/v1/{id}/cancel`` (spec §4.3).
+
+    The id is percent-escaped as one path segment (``/``, ``?``, ``#``, ``%`` and
+    spaces included), and the dot segments ``.`` and ``..`` are escaped too, so no id
+    can address another path.
+
+    Raises:
+        ParameterError: ``operation_id`` is not a non-empty str.
+    """
+    if not isinstance(operation_id, str) or not operation_id:
+        raise ParameterError(f"operation id must be a non-empty str, got {operation_id!r}")
+    segment = quote(operation_id, safe="")
+    if segment in {".", ".."}:
+        segment = segment.replace(".", "%2E")
+    return Call("POST", f"{OPERATIONS_PATH}/{segment}/cancel", idempotent=False)
+
+
+def parse_retry_after(value: str | None, *, now: float) -> float | None:
+    """Read ``Retry-After`` as seconds from ``now`` (Unix seconds).
+
+    Accepts delta-seconds (``"3"``, ``"0.5"``) or an HTTP-date. Returns ``None`` when
+    absent or unreadable; a date in the past gives ``0.0``.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(text).timestamp() - now
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return None
+    return max(0.0, seconds)
+
+
+def _body_json(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return None
+
+
+def _detail(body: Any) -> str:
+    if isinstance(body, Mapping):
+        for key in ("message", "error", "detail"):
+            value = body.get(key)
+            if isinstance(value, str) and value:
+                return ": " + value[:_ERROR_TEXT_MAX]
+    return ""
+
+
+_STATUS_CLASSES: dict[int, type[APIStatusError]] = {
+    401: AuthenticationError,
+    403: AuthenticationError,
+    404: NotFoundError,
+    429: RateLimitError,
+}
+
+
+def status_error(call: Call, response: httpx.Response, *, now: float) -> APIStatusError | None:
+    """Map a response to ``None`` (2xx) or the matching :class:`APIStatusError`.
+
+    Args:
+        call: The request the response answers.
+        response: A response whose body has been read.
+        now: Current Unix time in seconds, for an HTTP-date ``Retry-After``.
+    """
+    status = response.status_code
+    if 200 <= status <= 299:
+        return None
+    cls = _STATUS_CLASSES.get(status)
+    if cls is None:
+        cls = ServerError if status >= 500 else APIStatusError
+    body = _body_json(response.content)
+    phrase = response.reason_phrase or "error"
+    return cls(
+        f"{status} {phrase}{_detail(body)}",
+        method=call.method,
+        path=response.request.url.path,
+        status_code=status,
+        body=body,
+        retry_after=parse_retry_after(response.headers.get("Retry-After"), now=now),
+    )
+
+
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def connection_error(call: Call, path: str, exc: httpx.RequestError) -> APIConnectionError:
+    """Map an ``httpx`` failure to :class:`APIConnectionError` / :class:`APITimeoutError`.
+
+    ``sent`` is ``False`` only for failures before the connection existed (connect
+    error or timeout, no free connection in the pool).
+    """
+    cls = APITimeoutError if isinstance(exc, httpx.TimeoutException) else APIConnectionError
+    error = cls(
+        f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+        method=call.method,
+        path=path,
+        sent=not isinstance(exc, _NOT_SENT),
+    )
+    error.__cause__ = exc
+    return error
+
+
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {
+    HistoryPage: msgspec.json.Decoder(HistoryPage),
+    OperationsPage: msgspec.json.Decoder(OperationsPage),
+}
+
+
+def decode(call: Call, response: httpx.Response, type_: type[T]) -> T:
+    """Decode a 2xx body into ``type_`` (a model of :mod:`.models`).
+
+    Raises:
+        APIResponseError: The body is not JSON or does not match the model.
+    """
+    decoder = _decoders.get(type_)
+    if decoder is None:
+        decoder = _decoders.setdefault(type_, msgspec.json.Decoder(type_))
+    try:
+        result: T = decoder.decode(response.content)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise APIResponseError(
+            f"unexpected response body: {exc}",
+            method=call.method,
+            path=response.request.url.path,
+            status_code=response.status_code,
+        ) from exc
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and after how long a failed call is repeated (see the module docstring).
+
+    Attributes:
+        max_retries: Retries after the first attempt (0 disables retrying).
+        backoff_base: Seconds; the first backoff cap.
+        backoff_max: Seconds; no backoff delay exceeds it.
+        max_retry_after: Seconds; a longer ``Retry-After`` is not waited for.
+    """
+
+    max_retries: int = 2
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ConfigurationError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
+        for name in ("backoff_base", "backoff_max", "max_retry_after"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ConfigurationError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    def retryable(self, call: Call, error: APIError) -> bool:
+        """Whether ``error`` may be retried for ``call``, ignoring the retry count."""
+        if isinstance(error, RateLimitError):
+            return True
+        if isinstance(error, APIStatusError):
+            return call.idempotent and error.status_code in _RETRIED_STATUSES
+        if isinstance(error, APIConnectionError):
+            return call.idempotent or not error.sent
+        return False
+
+    def delay(self, call: Call, error: APIError, retries: int, jitter: float) -> float | None:
+        """Seconds to wait before the next attempt, or ``None`` to raise ``error``.
+
+        Args:
+            call: The failed request.
+            error: What went wrong on the last attempt.
+            retries: Retries already made for this call (0 after the first attempt).
+            jitter: A number in ``[0, 1)``.
+        """
+        if retries >= self.max_retries or not self.retryable(call, error):
+            return None
+        retry_after = error.retry_after if isinstance(error, APIStatusError) else None
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        cap = min(self.backoff_max, self.backoff_base * 2.0**retries)
+        return cap / 2 + jitter * cap / 2
+
+
+def _version() -> str:
+    try:
+        return metadata.version("service-webhooks")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+class ClientCore:
+    """Configuration and decisions shared by the sync and async clients.
+
+    Args:
+        api_key: Sent as ``Authorization: Basic <api_key>``, as given (spec §5.1).
+        base_url: ``http`` or ``https`` URL the spec's paths are relative to; a path
+            prefix is kept.
+        timeout: Seconds for each attempt's connect, read, write and pool waits.
+        retry: The :class:`RetryPolicy`.
+
+    Raises:
+        ConfigurationError: Empty key or one with whitespace or control characters,
+            a base URL that is not absolute http(s), a timeout that is not > 0.
+    """
+
+    def __init__(self, api_key: str, *, base_url: str, timeout: float, retry: RetryPolicy) -> None:
+        if not isinstance(api_key, str) or not api_key:
+            raise ConfigurationError("api_key must be a non-empty str")
+        if any(ch.isspace() or not ch.isprintable() for ch in api_key):
+            raise ConfigurationError("api_key must not contain whitespace or control characters")
+        try:
+            url = httpx.URL(base_url)
+        except (TypeError, httpx.InvalidURL) as exc:
+            raise ConfigurationError(f"base_url is not a URL: {base_url!r}") from exc
+        if url.scheme not in {"http", "https"} or not url.host:
+            raise ConfigurationError(f"base_url must be an absolute http(s) URL: {base_url!r}")
+        if (
+            not isinstance(timeout, int | float)
+            or isinstance(timeout, bool)
+            or not 0 < timeout < float("inf")
+        ):
+            raise ConfigurationError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self.base_url = url
+        self.timeout = float(timeout)
+        self.retry = retry
+        self._api_key = api_key
+
+    def __repr__(self) -> str:
+        return f"ClientCore(base_url={str(self.base_url)!r}, timeout={self.timeout})"
+
+    def headers(self) -> dict[str, str]:
+        """Headers of every request (spec §5.1). Contains the key: never log it."""
+        return {
+            "Authorization": f"Basic {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"service-webhooks/{_version()}",
+        }
+
+    def httpx_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``httpx.Client`` / ``httpx.AsyncClient``."""
+        return {
+            "base_url": self.base_url,
+            "headers": self.headers(),
+            "timeout": httpx.Timeout(self.timeout),
+            "follow_redirects": False,
+        }
+
+    def outcome(self, call: Call, response: httpx.Response) -> APIStatusError | None:
+        """``None`` for a 2xx response, else its error (reads the wall clock once)."""
+        return status_error(call, response, now=time.time())

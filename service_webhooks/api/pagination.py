@@ -1,0 +1,188 @@
+"""Following next-page tokens (spec §4.1, §4.2, §4.4), for both clients.
+
+:class:`Cursor` is the pure state: the filters fixed at creation, the current limit,
+the next token and every token seen so far. :class:`Pager` and :class:`AsyncPager`
+only fetch; they read line for line alike.
+
+Rules:
+
+- Filters never change during an iteration (spec §4.2); only ``limit`` may, through
+  :attr:`Pager.limit`, validated like the first one.
+- An empty or missing next token ends the iteration (spec §4.4 leaves the last
+  page's value open).
+- A token already used in this iteration raises :class:`~.errors.PaginationError`
+  instead of looping.
+- One page is held at a time: iterating 10,000 operations keeps memory flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from ._core import Call
+from .errors import PaginationError
+
+__all__ = ["AsyncPager", "Cursor", "Page", "Pager"]
+
+ItemT = TypeVar("ItemT", covariant=True)
+PageT = TypeVar("PageT", bound="Page[Any]")
+ItemU = TypeVar("ItemU")
+
+
+class Page(Protocol[ItemT]):
+    """What a pager needs from a page model (``HistoryPage``, ``OperationsPage``)."""
+
+    @property
+    def items(self) -> Sequence[ItemT]:
+        """The page's resources, in the service's order."""
+        ...
+
+    @property
+    def next_pagination_token(self) -> str | None:
+        """Token of the next page; empty or ``None`` on the last page."""
+        ...
+
+
+class Cursor:
+    """Where an iteration stands; builds the call for the next page.
+
+    Args:
+        build: Makes the call for ``(limit, token)``; it carries the fixed filters and
+            validates ``limit`` (raising :class:`~.errors.ParameterError`).
+        limit: First page size, validated now (before any request).
+        token: Token to start from, or ``None`` for the first page.
+    """
+
+    def __init__(
+        self, build: Callable[[int | None, str | None], Call], limit: int | None, token: str | None
+    ) -> None:
+        self._build = build
+        build(limit, token)  # validate everything before the first request
+        self._limit = limit
+        self.token = token or None
+        self.done = False
+        self.pages = 0
+        self._seen: set[str] = set() if self.token is None else {self.token}
+
+    @property
+    def limit(self) -> int | None:
+        """Page size of the next request; may change between pages (spec §4.2)."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int | None) -> None:
+        self._build(value, self.token)
+        self._limit = value
+
+    def call(self) -> Call:
+        """The request for the next page."""
+        return self._build(self._limit, self.token)
+
+    def advance(self, call: Call, next_token: str | None) -> None:
+        """Record a fetched page whose next token is ``next_token``.
+
+        Raises:
+            PaginationError: ``next_token`` was already used in this iteration.
+        """
+        self.pages += 1
+        if not next_token:
+            self.done = True
+            return
+        if next_token in self._seen:
+            self.done = True
+            raise PaginationError(
+                f"the service repeated pagination token {next_token!r}; stopping to avoid a loop",
+                method=call.method,
+                path=call.path,
+                token=next_token,
+            )
+        self._seen.add(next_token)
+        self.token = next_token
+
+
+class Pager(Generic[PageT, ItemU]):
+    """Iterates every resource of a listing, fetching one page at a time (sync).
+
+    ``for item in pager`` yields resources; :meth:`pages` yields whole pages. A pager
+    is single-use, like a generator.
+
+    Raises (while iterating):
+        APIError: Any error of the request (see :mod:`.errors`), including
+            :class:`~.errors.PaginationError` for a repeated token.
+    """
+
+    def __init__(self, fetch: Callable[[Call], PageT], cursor: Cursor) -> None:
+        self._fetch = fetch
+        self._cursor = cursor
+
+    @property
+    def limit(self) -> int | None:
+        """Page size for the next request; set it to change later pages (1-100)."""
+        return self._cursor.limit
+
+    @limit.setter
+    def limit(self, value: int | None) -> None:
+        self._cursor.limit = value
+
+    @property
+    def pages_fetched(self) -> int:
+        """Pages received so far."""
+        return self._cursor.pages
+
+    def pages(self) -> Iterator[PageT]:
+        """Yield each page until the next token is empty."""
+        cursor = self._cursor
+        while not cursor.done:
+            call = cursor.call()
+            page = self._fetch(call)
+            cursor.advance(call, page.next_pagination_token)
+            yield page
+
+    def __iter__(self) -> Iterator[ItemU]:
+        for page in self.pages():
+            yield from page.items
+
+
+class AsyncPager(Generic[PageT, ItemU]):
+    """Iterates every resource of a listing, fetching one page at a time (async).
+
+    ``async for item in pager`` yields resources; :meth:`pages` yields whole pages.
+    Single-use, like an async generator.
+
+    Raises (while iterating):
+        APIError: Any error of the request (see :mod:`.errors`), including
+            :class:`~.errors.PaginationError` for a repeated token.
+    """
+
+    def __init__(self, fetch: Callable[[Call], Awaitable[PageT]], cursor: Cursor) -> None:
+        self._fetch = fetch
+        self._cursor = cursor
+
+    @property
+    def limit(self) -> int | None:
+        """Page size for the next request; set it to change later pages (1-100)."""
+        return self._cursor.limit
+
+    @limit.setter
+    def limit(self, value: int | None) -> None:
+        self._cursor.limit = value
+
+    @property
+    def pages_fetched(self) -> int:
+        """Pages received so far."""
+        return self._cursor.pages
+
+    async def pages(self) -> AsyncIterator[PageT]:
+        """Yield each page until the next token is empty."""
+        cursor = self._cursor
+        while not cursor.done:
+            call = cursor.call()
+            page = await self._fetch(call)
+            cursor.advance(call, page.next_pagination_token)
+            yield page
+
+    async def __aiter__(self) -> AsyncIterator[ItemU]:
+        async for page in self.pages():
+            for item in page.items:
+                yield item
