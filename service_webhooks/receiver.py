@@ -149,6 +149,21 @@ class WebhookReceiver:
     def __repr__(self) -> str:
         return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
 
+    def precheck(self, method: str, content_length: int | None = None) -> Outcome | None:
+        """Answer before reading the body when the request line already decides it.
+
+        Adapters call this first: a method other than POST (405) or a declared
+        ``Content-Length`` over :attr:`max_body_size` (413) need no body. ``None``
+        means: read at most ``max_body_size + 1`` bytes and call :meth:`process`.
+        """
+        if method.upper() != "POST":
+            return self._rejected(
+                MethodNotAllowedError(f"deliveries are POST, not {method[:16]!r}")
+            )
+        if content_length is not None and content_length > self.max_body_size:
+            return self._rejected(PayloadTooLargeError(f"body is over {self.max_body_size} bytes"))
+        return None
+
     # -- the two drivers: identical but for how they call the store and handlers ----
 
     def process(
