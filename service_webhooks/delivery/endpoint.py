@@ -1,0 +1,192 @@
+"""Endpoint configuration and the events delivered to it (spec §2.6, §2.7, §6.2).
+
+The rules:
+
+* An endpoint has a URL whose scheme is ``http`` or ``https`` (anything else is refused
+  when the configuration is made, not at delivery time), a secret, the set of event
+  types it receives, and a ``subcategory``, required when it subscribes to
+  ``segment.trend.alert`` (the encoded value from the subcategory listing, never the
+  display name; this emulator cannot check the listing, so it only requires a
+  non-empty value without spaces).
+* An event's body is the envelope ``{"eventName", "version", "data"}`` (spec §2.7),
+  encoded once, at most 1 MiB; every attempt sends these exact bytes.
+* An event reaches an endpoint of the same organization that subscribes to its name;
+  an event that carries a ``subcategory`` reaches only endpoints with that subcategory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..credentials import Secret
+from ..exceptions import ConfigurationError, PayloadTooLargeError
+
+__all__ = [
+    "DEFAULT_ORGANIZATION",
+    "MAX_BODY_SIZE",
+    "SUBCATEGORY_EVENTS",
+    "Endpoint",
+    "Event",
+    "encode_envelope",
+]
+
+MAX_BODY_SIZE = 1024 * 1024
+"""Largest delivery body, bytes (spec §2.7, §6.1: 1 megabyte)."""
+
+SUBCATEGORY_EVENTS = frozenset({"segment.trend.alert"})
+"""Event types whose subscription needs a ``subcategory`` (spec §2.6, §6.2)."""
+
+DEFAULT_ORGANIZATION = "org-emulator"
+"""The ``o`` value used when none is given."""
+
+_ids = itertools.count(1)
+_run = os.urandom(3).hex()
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{_run}{next(_ids):07d}"
+
+
+def encode_envelope(name: str, data: Any, version: int = 1) -> bytes:
+    """Encode the envelope ``{"eventName": name, "version": version, "data": data}``.
+
+    Returns:
+        Compact UTF-8 JSON bytes.
+
+    Raises:
+        ConfigurationError: ``data`` is not JSON-encodable, ``name`` is empty or
+            ``version`` is not an ``int``.
+        PayloadTooLargeError: The body exceeds :data:`MAX_BODY_SIZE`.
+    """
+    if not name or not isinstance(name, str):
+        raise ConfigurationError("an event needs a non-empty eventName")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConfigurationError("version must be an int")
+    try:
+        body = msgspec.json.encode({"eventName": name, "version": version, "data": data})
+    except (TypeError, msgspec.EncodeError) as error:
+        raise ConfigurationError(f"event data is not JSON-encodable: {error}") from None
+    if len(body) > MAX_BODY_SIZE:
+        raise PayloadTooLargeError(f"envelope is {len(body)} bytes, over {MAX_BODY_SIZE}")
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One webhook-enabled event, queued for every subscribed endpoint.
+
+    Attributes:
+        name: ``eventName`` (spec §6.2), e.g. ``"note.created"``.
+        data: The ``data`` JSON value.
+        organization_id: The account the event belongs to (the ``o`` of the signature).
+        version: Payload version (spec §9), currently 1.
+        subcategory: For ``segment.trend.alert``: the subcategory it belongs to.
+        id: Event ID shown in the audit log (not part of the body); generated.
+        body: The envelope bytes, computed once (see :func:`encode_envelope`).
+
+    Raises:
+        ConfigurationError, PayloadTooLargeError: see :func:`encode_envelope`.
+    """
+
+    name: str
+    data: Any = None
+    organization_id: str = DEFAULT_ORGANIZATION
+    version: int = 1
+    subcategory: str | None = None
+    id: str = field(default_factory=lambda: _new_id("evt"))
+    body: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.organization_id or "," in self.organization_id:
+            raise ConfigurationError("organization_id must be non-empty, without ','")
+        object.__setattr__(self, "body", encode_envelope(self.name, self.data, self.version))
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One webhook endpoint configuration (spec §2.6).
+
+    Args:
+        url: Where deliveries are POSTed; ``http://`` or ``https://`` with a host.
+        secret: The signing secret (``str``, ``bytes`` or :class:`Secret`); never shown
+            in ``repr``.
+        events: The event types (``eventName`` values) that trigger deliveries here.
+        subcategory: Required when ``events`` holds ``segment.trend.alert``.
+        organization_id: The account that owns the endpoint.
+        id: Identifier used by the audit log; generated when omitted.
+
+    Raises:
+        ConfigurationError: Another scheme, no host, credentials in the URL, no event
+            type, or a missing/blank subcategory for ``segment.trend.alert``.
+    """
+
+    url: str
+    secret: Secret = field(repr=False)
+    events: frozenset[str]
+    subcategory: str | None = None
+    organization_id: str = DEFAULT_ORGANIZATION
+    id: str = field(default_factory=lambda: _new_id("ep"))
+
+    def __init__(
+        self,
+        url: str,
+        secret: Secret | str | bytes,
+        events: Iterable[str],
+        *,
+        subcategory: str | None = None,
+        organization_id: str = DEFAULT_ORGANIZATION,
+        id: str | None = None,
+    ) -> None:
+        _check_url(url)
+        names = frozenset([events] if isinstance(events, str) else events)
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ConfigurationError("an endpoint needs at least one event type")
+        if names & SUBCATEGORY_EVENTS and (
+            not subcategory or subcategory != subcategory.strip() or " " in subcategory
+        ):
+            raise ConfigurationError(
+                "segment.trend.alert needs a subcategory: the encoded value from the "
+                "subcategory listing, not the display name (spec §2.6)"
+            )
+        if not organization_id or "," in organization_id:
+            raise ConfigurationError("organization_id must be non-empty, without ','")
+        set_ = object.__setattr__
+        set_(self, "url", url)
+        set_(self, "secret", secret if isinstance(secret, Secret) else Secret(secret))
+        set_(self, "events", names)
+        set_(self, "subcategory", subcategory)
+        set_(self, "organization_id", organization_id)
+        set_(self, "id", id or _new_id("ep"))
+
+    def receives(self, event: Event) -> bool:
+        """Whether ``event`` is delivered to this endpoint (organization, name, subcategory)."""
+        if event.organization_id != self.organization_id or event.name not in self.events:
+            return False
+        return event.subcategory is None or event.subcategory == self.subcategory
+
+
+def _check_url(url: str) -> None:
+    if not isinstance(url, str):
+        raise ConfigurationError("the endpoint URL must be a string")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise ConfigurationError(f"invalid endpoint URL: {error}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ConfigurationError(
+            f"endpoint URL scheme must be http or https, got {parts.scheme!r} (spec §2.6)"
+        )
+    if not parts.hostname:
+        raise ConfigurationError("endpoint URL has no host")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError("endpoint URL must not carry credentials")
+    if port == 0:
+        raise ConfigurationError("endpoint URL port must be 1-65535")
