@@ -8,10 +8,11 @@ the checked addresses (never to a second resolution of the name, so a DNS answer
 changes between check and connect cannot slip through).
 
 IPv4 ranges are listed in :data:`RESERVED_IPV4`. IPv6 is allowed only inside the
-global unicast block ``2000::/3`` and outside :data:`RESERVED_IPV6`; forms that embed an
-IPv4 address are judged by that address too: IPv4-mapped ``::ffff:0:0/96``,
-IPv4-compatible ``::/96``, NAT64 ``64:ff9b::/96`` (all outside ``2000::/3`` anyway),
-6to4 ``2002::/16`` and Teredo ``2001::/32`` (inside ``2001::/23``, refused as a whole).
+global unicast block ``2000::/3`` and outside :data:`RESERVED_IPV6`. Forms that embed an
+IPv4 address are judged by that address: IPv4-mapped ``::ffff:0:0/96``, NAT64
+``64:ff9b::/96`` and 6to4 ``2002::/16``. The deprecated IPv4-compatible ``::/96``, the
+local-use NAT64 ``64:ff9b:1::/48`` and Teredo ``2001::/32`` (whose client address is
+obfuscated) are refused as a whole.
 This is deliberately stricter than :attr:`ipaddress.IPv4Address.is_global`.
 
 Host spellings such as ``2130706433``, ``0x7f.1`` or ``127.1`` are resolved by the
@@ -86,7 +87,7 @@ RESERVED_IPV6: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
     (_V6("2001::/32"), "Teredo (RFC 4380)"),
     (_V6("2001::/23"), "IETF protocol assignments incl. ORCHID (RFC 2928)"),
     (_V6("2001:db8::/32"), "documentation (RFC 3849)"),
-    (_V6("2002::/16"), "6to4 (RFC 3056), judged by its embedded IPv4 address"),
+    (_V6("2002::/16"), "6to4 (RFC 3056)"),
     (_V6("3fff::/20"), "documentation (RFC 9637)"),
     (_V6("5f00::/16"), "SRv6 SIDs (RFC 9602)"),
     (_V6("fc00::/7"), "unique local (RFC 4193)"),
@@ -94,11 +95,17 @@ RESERVED_IPV6: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
     (_V6("fec0::/10"), "site-local, deprecated (RFC 3879)"),
     (_V6("ff00::/8"), "multicast (RFC 4291)"),
 )
-"""IPv6 ranges the service never delivers to. ``2002::/16`` is the one exception that is
-allowed when its embedded IPv4 address is public; every other listed range is refused."""
+"""IPv6 ranges the service never delivers to. Three embed an IPv4 address and are judged
+by it instead: IPv4-mapped ``::ffff:0:0/96``, NAT64 ``64:ff9b::/96`` and 6to4
+``2002::/16`` (allowed only when the embedded address is public); every other listed
+range is refused as a whole."""
 
-_SIX_TO_FOUR = _V6("2002::/16")
-_EMBEDDING_V4_LOW32 = (_V6("::ffff:0:0/96"), _V6("::/96"), _V6("64:ff9b::/96"))
+# Forms judged by the IPv4 address they embed: (prefix, bit shift of that address).
+_EMBEDDING = (
+    (_V6("::ffff:0:0/96"), 0),
+    (_V6("64:ff9b::/96"), 0),
+    (_V6("2002::/16"), 80),
+)
 
 
 class ReservedAddressError(WebhookError):
@@ -193,24 +200,19 @@ def _reason_v4(address: ipaddress.IPv4Address) -> str | None:
 
 
 def _reason_v6(address: ipaddress.IPv6Address) -> str | None:
-    for network in _EMBEDDING_V4_LOW32:
+    for network, shift in _EMBEDDING:
         if address in network:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+            embedded = ipaddress.IPv4Address((int(address) >> shift) & 0xFFFFFFFF)
             inner = _reason_v4(embedded)
+            if inner is None:
+                return None
             outer = next(why for net, why in RESERVED_IPV6 if net == network)
-            return f"{outer}, embedding {embedded}" + (f" ({inner})" if inner else "")
-    if address in _SIX_TO_FOUR:
-        embedded = ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)
-        inner = _reason_v4(embedded)
-        return None if inner is None else f"6to4 embedding {embedded} ({inner})"
-    if address not in GLOBAL_UNICAST_V6:
-        for network, why in RESERVED_IPV6:
-            if address in network:
-                return why
-        return "outside IPv6 global unicast 2000::/3 (RFC 4291)"
+            return f"{outer}, embedding {embedded}: {inner}"
     for network, why in RESERVED_IPV6:
         if address in network:
             return why
+    if address not in GLOBAL_UNICAST_V6:
+        return "outside IPv6 global unicast 2000::/3 (RFC 4291)"
     return None
 
 
