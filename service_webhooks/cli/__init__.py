@@ -24,3 +24,6 @@ def main() -> None:
 
 
 # Command registrations: one import and one add_command per module.
+from .api import api  # noqa: E402
+
+main.add_command(api)

@@ -1,0 +1,227 @@
+"""``service-webhooks api ...``: read history and operations, cancel an operation (spec §4).
+
+::
+
+    export SERVICE_API_KEY=... SERVICE_API_BASE_URL=https://api.example.com
+    service-webhooks api privacy-history --limit 50 --all --json
+    service-webhooks api operations --state PENDING --type DELETE_USER
+    service-webhooks api cancel op-123
+
+Tables go to stdout, JSON lines (one resource per line, the API's field names) with
+``--json``; progress and hints go to stderr. Exit status 1 on an API error, 2 on a
+usage error. Tests may put an ``httpx.BaseTransport`` under the key
+``"api_transport"`` of ``ctx.obj`` (``CliRunner.invoke(..., obj={...})``) to talk to an
+in-process fake instead of the network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+import httpx
+import msgspec
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+
+from ..api import Client, Operation, PrivacySettingsVersion, is_never
+from ..api.models import OperationState, OperationType
+from ..api.pagination import Pager
+from ..exceptions import WebhookError
+
+__all__ = ["api"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+ItemT = TypeVar("ItemT")
+
+
+def _connection_options(command: F) -> F:
+    options = [
+        click.option(
+            "--api-key",
+            envvar="SERVICE_API_KEY",
+            required=True,
+            help="API key, sent as 'Authorization: Basic <key>' [env: SERVICE_API_KEY].",
+        ),
+        click.option(
+            "--base-url",
+            envvar="SERVICE_API_BASE_URL",
+            required=True,
+            help="URL the API paths are relative to [env: SERVICE_API_BASE_URL].",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=10.0,
+            show_default=True,
+            help="Seconds to wait for each request.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@contextlib.contextmanager
+def _client(api_key: str, base_url: str, timeout: float) -> Iterator[Client]:
+    obj = click.get_current_context().obj
+    transport = obj.get("api_transport") if isinstance(obj, dict) else None
+    if transport is not None and not isinstance(transport, httpx.BaseTransport):
+        raise click.UsageError("ctx.obj['api_transport'] must be an httpx.BaseTransport")
+    try:
+        with Client(api_key, base_url=base_url, timeout=timeout, transport=transport) as client:
+            yield client
+    except WebhookError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def _when(value: datetime) -> str:
+    return "never" if is_never(value) else value.strftime("%Y-%m-%d %H:%M")
+
+
+def _paged(pager: Pager[Any, ItemT], what: str) -> Iterator[ItemT]:
+    """Iterate ``pager`` with a progress line on stderr (shown only on a terminal)."""
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(f"fetching {what}", total=None)
+        count = 0
+        for page in pager.pages():
+            for item in page.items:
+                count += 1
+                yield item
+            progress.update(
+                task, description=f"{pager.pages_fetched} pages, {count} {what} fetched"
+            )
+
+
+def _emit(items: Iterable[Any], as_json: bool, table: Callable[[list[Any]], Table]) -> None:
+    if as_json:
+        for item in items:
+            click.echo(msgspec.json.encode(item).decode())
+        return
+    Console().print(table(list(items)))
+
+
+def _hint_next(token: str | None) -> None:
+    if token:
+        click.echo(f"more results: --pagination-token {token} (or --all)", err=True)
+
+
+def _versions_table(versions: list[PrivacySettingsVersion]) -> Table:
+    table = Table("last updated (UTC)", "by", "blocks", "ajax watches", "privacy mode", "no IPs")
+    for version in versions:
+        meta = version.metadata
+        table.add_row(
+            _when(meta.last_updated),
+            meta.last_updated_by,
+            str(len(version.element_blocks)),
+            str(len(version.ajax_watches)),
+            version.default_privacy_mode,
+            "yes" if version.discard_ip_addresses else "no",
+        )
+    return table
+
+
+def _operations_table(operations: list[Operation]) -> Table:
+    table = Table("id", "type", "state", "created (UTC)", "finished (UTC)", "%", "error")
+    for column in (table.columns[0], table.columns[3], table.columns[4]):
+        column.no_wrap = True
+    for op in operations:
+        table.add_row(
+            op.id,
+            op.type,
+            op.state,
+            _when(op.created_at),
+            _when(op.finished_at),
+            f"{op.estimate_pct_complete:g}",
+            op.error_details,
+        )
+    return table
+
+
+@click.group()
+def api() -> None:
+    """Read privacy settings history and operations, cancel operations (the API)."""
+
+
+@api.command("privacy-history")
+@_connection_options
+@click.option(
+    "--limit", type=click.IntRange(1, 100), default=20, show_default=True, help="Versions per page."
+)
+@click.option("--all", "fetch_all", is_flag=True, help="Follow every page.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--pagination-token", default=None, help="Start from this page.")
+def privacy_history(
+    api_key: str,
+    base_url: str,
+    timeout: float,
+    limit: int,
+    fetch_all: bool,
+    as_json: bool,
+    pagination_token: str | None,
+) -> None:
+    """List privacy settings versions, most recent first."""
+    with _client(api_key, base_url, timeout) as client:
+        if fetch_all:
+            pager = client.privacy_settings.iter_history(
+                limit=limit, pagination_token=pagination_token
+            )
+            _emit(_paged(pager, "versions"), as_json, _versions_table)
+            return
+        page = client.privacy_settings.history(limit=limit, pagination_token=pagination_token)
+        _emit(page.versions, as_json, _versions_table)
+        _hint_next(page.next_pagination_token)
+
+
+@api.command("operations")
+@_connection_options
+@click.option("--state", type=click.Choice([s.value for s in OperationState]), default=None)
+@click.option("--type", "type_", type=click.Choice([t.value for t in OperationType]), default=None)
+@click.option("--limit", type=click.IntRange(1, 100), default=None, help="Operations per page.")
+@click.option("--all", "fetch_all", is_flag=True, help="Follow every page.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--pagination-token", default=None, help="Start from this page.")
+def operations(
+    api_key: str,
+    base_url: str,
+    timeout: float,
+    state: str | None,
+    type_: str | None,
+    limit: int | None,
+    fetch_all: bool,
+    as_json: bool,
+    pagination_token: str | None,
+) -> None:
+    """List operations, optionally filtered by state and type."""
+    with _client(api_key, base_url, timeout) as client:
+        if fetch_all:
+            pager = client.operations.iter(
+                state=state, type=type_, limit=limit, pagination_token=pagination_token
+            )
+            _emit(_paged(pager, "operations"), as_json, _operations_table)
+            return
+        page = client.operations.list(
+            state=state, type=type_, limit=limit, pagination_token=pagination_token
+        )
+        _emit(page.operations, as_json, _operations_table)
+        _hint_next(page.next_pagination_token)
+
+
+@api.command("cancel")
+@_connection_options
+@click.argument("operation_id", metavar="ID")
+def cancel(api_key: str, base_url: str, timeout: float, operation_id: str) -> None:
+    """Cancel the in-progress operation ID (only some operations are cancelable)."""
+    with _client(api_key, base_url, timeout) as client:
+        client.operations.cancel(operation_id)
+    click.echo(f"cancelled {operation_id}")
