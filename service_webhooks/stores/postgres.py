@@ -1,0 +1,335 @@
+"""PostgreSQL idempotency store for applications without Django: shared by every process.
+
+Built on psycopg 3 and psycopg_pool, not SQLAlchemy: the store is four fixed SQL
+statements, so an ORM or expression layer would add a dependency and a translation
+step without removing any code; psycopg 3 gives sync and asyncio connections with
+the same API, server-side parameters and pools for both, and it is what SQLAlchemy's
+own ``postgresql+psycopg`` dialect drives underneath. Applications that already use
+SQLAlchemy can pass the same database URL here.
+
+Every operation is one autocommitted statement, so it is atomic, and every time is
+taken from the *server's* clock (``now()``), so receivers on several machines need no
+synchronised clocks:
+
+* ``claim``: ``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now()``;
+  a row is returned only when the caller got the claim.
+* ``complete``: the same upsert to ``'done'``, ``WHERE`` the claim is the caller's or
+  has expired.
+* ``release``: ``DELETE`` the caller's in-flight row.
+
+The table is created by :meth:`PostgresStore.create_schema` (or by running
+:data:`SCHEMA_SQL` in your own migrations); expired rows are deleted by
+:meth:`PostgresStore.prune` (call it from a periodic job) and every ``prune_every``
+claims.
+
+Errors: whatever psycopg raises (:class:`psycopg.OperationalError` when the server is
+down, :class:`psycopg_pool.PoolTimeout` when no connection can be had within
+``timeout`` seconds, :class:`psycopg.errors.QueryCanceled` past the statement
+timeout) propagates; the receiver turns it into
+:class:`~service_webhooks.exceptions.StoreError` (503, fail closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import weakref
+from typing import Any
+
+from ..exceptions import ConfigurationError
+from .base import ClaimState
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
+    ) from error
+
+__all__ = ["DEFAULT_TABLE", "SCHEMA_SQL", "PostgresStore"]
+
+DEFAULT_TABLE = "service_webhooks_idempotency"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {table} (
+    key        text PRIMARY KEY,
+    state      text NOT NULL CHECK (state IN ('in_flight', 'done')),
+    token      text NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at)"""
+
+SCHEMA_SQL = _SCHEMA.format(table=DEFAULT_TABLE, index=DEFAULT_TABLE + "_expires_at").strip()
+"""The DDL :meth:`PostgresStore.create_schema` runs, for the default table name: copy
+it into your migrations if you manage the schema yourself."""
+
+_CLAIM = """
+WITH claimed AS (
+    INSERT INTO {table} AS t (key, state, token, expires_at)
+    VALUES (%(key)s, 'in_flight', %(token)s, now() + make_interval(secs => %(seconds)s))
+    ON CONFLICT (key) DO UPDATE
+        SET state = 'in_flight', token = excluded.token, expires_at = excluded.expires_at
+        WHERE t.expires_at <= now()
+    RETURNING 'new'::text AS state
+)
+SELECT state FROM claimed
+UNION ALL
+SELECT state FROM {table} WHERE key = %(key)s AND expires_at > now()
+    AND NOT EXISTS (SELECT FROM claimed)
+LIMIT 1"""
+_COMPLETE = """
+INSERT INTO {table} AS t (key, state, token, expires_at)
+VALUES (%(key)s, 'done', %(token)s, now() + make_interval(secs => %(seconds)s))
+ON CONFLICT (key) DO UPDATE
+    SET state = 'done', token = excluded.token, expires_at = excluded.expires_at
+    WHERE t.token = excluded.token OR t.expires_at <= now()"""
+_RELEASE = "DELETE FROM {table} WHERE key = %(key)s AND token = %(token)s AND state = 'in_flight'"
+_PRUNE = "DELETE FROM {table} WHERE expires_at <= now()"
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_Result = tuple[int, tuple[Any, ...] | None]
+"""(rowcount, first row) of one statement."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _table(name: str) -> sql.Composed:
+    parts = name.split(".")
+    if len(parts) > 2 or not all(_IDENTIFIER.fullmatch(part) for part in parts):
+        raise ConfigurationError(
+            f"table must be 'name' or 'schema.name' (letters, digits, _), not {name!r}"
+        )
+    return sql.SQL(".").join(sql.Identifier(part) for part in parts)
+
+
+def _state(row: tuple[Any, ...] | None) -> ClaimState:
+    if row is None:
+        # The holder released or its record expired between our statement's snapshot
+        # and the conflict check: say in flight so the service retries.
+        return ClaimState.IN_FLIGHT
+    return {"new": ClaimState.NEW, "done": ClaimState.DONE}.get(row[0], ClaimState.IN_FLIGHT)
+
+
+class PostgresStore:
+    """Idempotency store in a PostgreSQL table (thread-safe, shared across machines).
+
+    Args:
+        conninfo: A libpq connection string or URL (``postgresql://user@host/db``).
+            Each of the sync and async pools is opened on first use; the asyncio pool
+            is per event loop.
+        pool: A :class:`psycopg_pool.ConnectionPool` to use instead (you open and
+            close it); with no ``conninfo``, the async twins then run in a thread.
+        apool: A :class:`psycopg_pool.AsyncConnectionPool` for the async twins
+            (you open and close it).
+        table: The table name, optionally ``schema.table``.
+        min_size: Connections each pool this store opens keeps ready.
+        max_size: Most connections each pool this store opens holds.
+        timeout: Seconds to wait for a pool connection (also the connect timeout)
+            before failing; keep it well under the service's 10 s deadline.
+        statement_timeout: Seconds after which the server cancels a statement.
+        prune_every: Delete expired rows once every this many successful claims made
+            by this object (0: never; call :meth:`prune` yourself).
+
+    Raises:
+        ConfigurationError: Neither ``conninfo``, ``pool`` nor ``apool``; a bad table
+            name; or sizes and timeouts out of range.
+    """
+
+    def __init__(
+        self,
+        conninfo: str | None = None,
+        *,
+        pool: ConnectionPool[Any] | None = None,
+        apool: AsyncConnectionPool[Any] | None = None,
+        table: str = DEFAULT_TABLE,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 5.0,
+        statement_timeout: float = 5.0,
+        prune_every: int = 1000,
+    ) -> None:
+        if conninfo is None and pool is None and apool is None:
+            raise ConfigurationError("PostgresStore needs a conninfo, a pool or an apool")
+        if not 1 <= min_size <= max_size:
+            raise ConfigurationError("pool sizes must satisfy 1 <= min_size <= max_size")
+        if not (timeout > 0 and statement_timeout > 0):
+            raise ConfigurationError("timeout and statement_timeout must be > 0 seconds")
+        self.table = table
+        table_sql = _table(table)
+        self._schema = sql.SQL(_SCHEMA).format(
+            table=table_sql, index=sql.Identifier(table.split(".")[-1] + "_expires_at")
+        )
+        self._claim_sql = sql.SQL(_CLAIM).format(table=table_sql)
+        self._complete_sql = sql.SQL(_COMPLETE).format(table=table_sql)
+        self._release_sql = sql.SQL(_RELEASE).format(table=table_sql)
+        self._prune_sql = sql.SQL(_PRUNE).format(table=table_sql)
+        self._conninfo = conninfo
+        self._pool = pool
+        self._own_pool = False
+        self._apool = apool
+        self._apools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
+        ] = weakref.WeakKeyDictionary()
+        self._sizes = (min_size, max_size)
+        self._timeout = timeout
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, round(timeout)),
+            "options": f"-c statement_timeout={round(statement_timeout * 1000)}",
+        }
+        self._prune_every = prune_every
+        self._claims = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresStore:
+        """A store on the database at ``url``; see the class for ``options``."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(table={self.table!r})"
+
+    # -- sync -------------------------------------------------------------------------
+
+    def _sync_pool(self) -> ConnectionPool[Any]:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    if self._conninfo is None:
+                        raise ConfigurationError(
+                            "this PostgresStore has only an async pool: use aprocess(), "
+                            "or pass a conninfo or a pool too"
+                        )
+                    self._pool = ConnectionPool(
+                        self._conninfo,
+                        min_size=self._sizes[0],
+                        max_size=self._sizes[1],
+                        timeout=self._timeout,
+                        kwargs=self._kwargs,
+                        open=True,
+                        name="service_webhooks",
+                    )
+                    self._own_pool = True
+        return self._pool
+
+    def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+        with self._sync_pool().connection() as connection:
+            cursor = connection.execute(query, params)
+            row = cursor.fetchone() if cursor.description is not None else None
+            if connection.info.transaction_status != _IDLE:
+                connection.commit()  # a pool you passed in may not be autocommit
+            return cursor.rowcount, row
+
+    def create_schema(self) -> None:
+        """Create the table and its expiry index if missing (idempotent).
+
+        Raises:
+            psycopg.Error: The server refused (e.g. no ``CREATE`` privilege).
+        """
+        with self._sync_pool().connection() as connection:
+            connection.execute(self._schema)
+            connection.commit()
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        params = {"key": key, "token": token, "seconds": lease}
+        state = _state(self._execute(self._claim_sql, params)[1])
+        if state is ClaimState.NEW and self._prune_due():
+            self.prune()
+        return state
+
+    def complete(self, key: str, token: str, retention: float) -> bool:
+        params = {"key": key, "token": token, "seconds": retention}
+        return self._execute(self._complete_sql, params)[0] == 1
+
+    def release(self, key: str, token: str) -> bool:
+        return self._execute(self._release_sql, {"key": key, "token": token})[0] == 1
+
+    def prune(self) -> int:
+        """Delete every expired row now; returns how many were deleted."""
+        return self._execute(self._prune_sql, {})[0]
+
+    def close(self) -> None:
+        """Close the sync pool this store opened (a pool you passed in stays open)."""
+        if self._own_pool and self._pool is not None:
+            self._pool.close()
+            self._pool, self._own_pool = None, False
+
+    def _prune_due(self) -> bool:
+        if not self._prune_every:
+            return False
+        with self._lock:
+            self._claims += 1
+            return self._claims % self._prune_every == 0
+
+    # -- async ------------------------------------------------------------------------
+
+    async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
+        if self._apool is not None:
+            return self._apool
+        if self._conninfo is None:
+            return None  # a sync pool only: run it in a worker thread
+        loop = asyncio.get_running_loop()
+        pool = self._apools.get(loop)
+        if pool is None:
+            pool = AsyncConnectionPool(
+                self._conninfo,
+                min_size=self._sizes[0],
+                max_size=self._sizes[1],
+                timeout=self._timeout,
+                kwargs=self._kwargs,
+                open=False,
+                name="service_webhooks",
+            )
+            self._apools[loop] = pool
+            await pool.open()
+        return pool
+
+    async def _aexecute(
+        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
+    ) -> _Result:
+        async with pool.connection() as connection:
+            cursor = await connection.execute(query, params)
+            row = await cursor.fetchone() if cursor.description is not None else None
+            if connection.info.transaction_status != _IDLE:
+                await connection.commit()
+            return cursor.rowcount, row
+
+    async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.claim, key, token, lease)
+        params = {"key": key, "token": token, "seconds": lease}
+        state = _state((await self._aexecute(pool, self._claim_sql, params))[1])
+        if state is ClaimState.NEW and self._prune_due():
+            await self._aexecute(pool, self._prune_sql, {})
+        return state
+
+    async def acomplete(self, key: str, token: str, retention: float) -> bool:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.complete, key, token, retention)
+        params = {"key": key, "token": token, "seconds": retention}
+        return (await self._aexecute(pool, self._complete_sql, params))[0] == 1
+
+    async def arelease(self, key: str, token: str) -> bool:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.release, key, token)
+        params = {"key": key, "token": token}
+        return (await self._aexecute(pool, self._release_sql, params))[0] == 1
+
+    async def aprune(self) -> int:
+        """Async twin of :meth:`prune`."""
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.prune)
+        return (await self._aexecute(pool, self._prune_sql, {}))[0]
+
+    async def aclose(self) -> None:
+        """Close the asyncio pool this store opened for the running event loop."""
+        pool = self._apools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()

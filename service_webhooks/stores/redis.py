@@ -1,0 +1,235 @@
+"""Redis idempotency store: one store shared by every receiver process and machine.
+
+Each key is one Redis string ``{prefix}{key}`` holding ``"i:" + token`` while a
+claim is in flight and ``"d:" + token`` once done; Redis expires it on the
+*server's* clock (``PX``), so receivers need no synchronised clocks and nothing has
+to be pruned. Every operation is one short Lua script, so it is atomic:
+
+* ``claim``: if the key exists, return its state; else ``SET … PX lease``.
+* ``complete``: refuse if a live record belongs to another token; else
+  ``SET "d:" + token PX retention``.
+* ``release``: ``DEL`` only if the value is this token's in-flight claim.
+
+Sync methods use a :class:`redis.Redis` client; the ``a``-prefixed twins use a
+:class:`redis.asyncio.Redis` client. Built from a URL, the store opens one asyncio
+client per event loop (an asyncio connection belongs to the loop that opened it);
+close it with :meth:`RedisStore.aclose` in that loop.
+
+Errors: whatever redis-py raises (:class:`redis.exceptions.ConnectionError`,
+:class:`redis.exceptions.TimeoutError`, …) propagates; the receiver turns it into
+:class:`~service_webhooks.exceptions.StoreError` (503, fail closed). Clients built
+from a URL time out after ``socket_timeout`` seconds (2 by default) and retry twice,
+so a dead server is answered well inside the service's 10 s deadline (spec §3.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+from ..exceptions import ConfigurationError
+from .base import ClaimState
+
+try:
+    import redis
+    import redis.asyncio
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.retry import Retry
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError("RedisStore needs redis-py: pip install 'service-webhooks[redis]'") from error
+
+__all__ = ["DEFAULT_PREFIX", "RedisStore"]
+
+DEFAULT_PREFIX = "service_webhooks:idempotency:"
+"""Prepended to every idempotency key to form the Redis key."""
+
+# KEYS[1]: the Redis key; ARGV[1]: token; ARGV[2]: lease or retention in milliseconds.
+_CLAIM = """
+local value = redis.call('GET', KEYS[1])
+if value then return string.sub(value, 1, 1) end
+redis.call('SET', KEYS[1], 'i:' .. ARGV[1], 'PX', ARGV[2])
+return 'n'
+"""
+_COMPLETE = """
+local value = redis.call('GET', KEYS[1])
+if value and string.sub(value, 3) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], 'd:' .. ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == 'i:' .. ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+_STATES = {"n": ClaimState.NEW, "i": ClaimState.IN_FLIGHT, "d": ClaimState.DONE}
+
+
+def _default_options(retry_class: type[Retry] | type[AsyncRetry]) -> dict[str, Any]:
+    return {
+        "socket_timeout": 2.0,
+        "socket_connect_timeout": 2.0,
+        "retry": retry_class(ExponentialWithJitterBackoff(base=0.01, cap=0.1), 2),
+    }
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+def _state(reply: bytes | str) -> ClaimState:
+    flag = reply.decode() if isinstance(reply, bytes) else reply
+    return _STATES[flag]
+
+
+class _AsyncScripts:
+    """One asyncio client with its three scripts (EVALSHA, loaded on first use)."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self.client = client
+        self.claim = client.register_script(_CLAIM)
+        self.complete = client.register_script(_COMPLETE)
+        self.release = client.register_script(_RELEASE)
+
+
+class RedisStore:
+    """Idempotency store in Redis (thread-safe, shared across processes and machines).
+
+    Args:
+        connection: Where Redis is: a URL (``redis://host:6379/0``, ``rediss://…``,
+            ``unix://…``), a :class:`redis.Redis` client, a :class:`redis.ConnectionPool`,
+            a :class:`redis.asyncio.Redis` client or a
+            :class:`redis.asyncio.ConnectionPool`. With a sync client or pool only, the
+            async twins run the sync calls in a worker thread; with an asyncio client
+            or pool only, the sync methods raise :class:`ConfigurationError`.
+        aconnection: An asyncio client or pool for the async twins, next to a sync
+            ``connection``.
+        prefix: Prepended to every key (a namespace per application or environment).
+        **options: Passed to the clients built from a URL (e.g. ``socket_timeout`` in
+            seconds, ``password``); defaults: 2 s socket timeouts, two quick retries.
+
+    Raises:
+        ConfigurationError: ``connection`` is none of the above, or ``prefix`` is empty.
+    """
+
+    def __init__(
+        self,
+        connection: str
+        | redis.Redis
+        | redis.ConnectionPool
+        | redis.asyncio.Redis
+        | redis.asyncio.ConnectionPool,
+        *,
+        aconnection: redis.asyncio.Redis | redis.asyncio.ConnectionPool | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        **options: Any,
+    ) -> None:
+        if not prefix:
+            raise ConfigurationError("RedisStore needs a non-empty key prefix")
+        self.prefix = prefix
+        self._url: str | None = None
+        self._options = options
+        client: redis.Redis | None = None
+        if isinstance(connection, str):
+            self._url = connection
+            client = redis.Redis.from_url(connection, **{**_default_options(Retry), **options})
+        elif isinstance(connection, redis.Redis):
+            client = connection
+        elif isinstance(connection, redis.ConnectionPool):
+            client = redis.Redis(connection_pool=connection)
+        elif isinstance(connection, redis.asyncio.Redis | redis.asyncio.ConnectionPool):
+            aconnection = connection
+        else:
+            raise ConfigurationError(
+                "RedisStore needs a Redis URL, a redis client or a connection pool"
+            )
+        if isinstance(aconnection, redis.asyncio.ConnectionPool):
+            aconnection = redis.asyncio.Redis(connection_pool=aconnection)
+        self._client = client
+        self._ascripts = None if aconnection is None else _AsyncScripts(aconnection)
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncScripts] = (
+            weakref.WeakKeyDictionary()
+        )
+        if client is not None:
+            self._claim = client.register_script(_CLAIM)
+            self._complete = client.register_script(_COMPLETE)
+            self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisStore:
+        """A store on the Redis server at ``url``; see the class for ``options``."""
+        return cls(url, prefix=prefix, **options)
+
+    def __repr__(self) -> str:
+        where = "url" if self._url is not None else "client"
+        return f"RedisStore({where}, prefix={self.prefix!r})"
+
+    # -- sync -------------------------------------------------------------------------
+
+    def _sync(self) -> redis.Redis:
+        if self._client is None:
+            raise ConfigurationError(
+                "this RedisStore has only an asyncio client: use aprocess(), or pass a "
+                "URL or a sync client too"
+            )
+        return self._client
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        client = self._sync()
+        return _state(self._claim([self.prefix + key], [token, _milliseconds(lease)], client))
+
+    def complete(self, key: str, token: str, retention: float) -> bool:
+        client = self._sync()
+        args: list[str | int] = [token, _milliseconds(retention)]
+        return bool(self._complete([self.prefix + key], args, client))
+
+    def release(self, key: str, token: str) -> bool:
+        client = self._sync()
+        return bool(self._release([self.prefix + key], [token], client))
+
+    def close(self) -> None:
+        """Close the sync client this store opened (a client you passed in stays open)."""
+        if self._url is not None and self._client is not None:
+            self._client.close()
+
+    # -- async ------------------------------------------------------------------------
+
+    def _async(self) -> _AsyncScripts | None:
+        if self._ascripts is not None:
+            return self._ascripts
+        if self._url is None:
+            return None  # a sync client only: run it in a worker thread
+        loop = asyncio.get_running_loop()
+        scripts = self._per_loop.get(loop)
+        if scripts is None:
+            options = {**_default_options(AsyncRetry), **self._options}
+            scripts = _AsyncScripts(redis.asyncio.Redis.from_url(self._url, **options))
+            self._per_loop[loop] = scripts
+        return scripts
+
+    async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
+        scripts = self._async()
+        if scripts is None:
+            return await asyncio.to_thread(self.claim, key, token, lease)
+        reply = await scripts.claim([self.prefix + key], [token, _milliseconds(lease)])
+        return _state(reply)
+
+    async def acomplete(self, key: str, token: str, retention: float) -> bool:
+        scripts = self._async()
+        if scripts is None:
+            return await asyncio.to_thread(self.complete, key, token, retention)
+        return bool(await scripts.complete([self.prefix + key], [token, _milliseconds(retention)]))
+
+    async def arelease(self, key: str, token: str) -> bool:
+        scripts = self._async()
+        if scripts is None:
+            return await asyncio.to_thread(self.release, key, token)
+        return bool(await scripts.release([self.prefix + key], [token]))
+
+    async def aclose(self) -> None:
+        """Close the asyncio client this store opened for the running event loop."""
+        scripts = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if scripts is not None:
+            await scripts.client.aclose()
