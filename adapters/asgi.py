@@ -46,8 +46,11 @@ class WebhookApp:
         self.receiver = receiver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
         if scope["type"] != "http":
-            return  # lifespan and websocket: nothing to do here
+            return  # websocket: not ours
         signature, content_length = _read_headers(scope["headers"])
         outcome = self.receiver.precheck(scope["method"], content_length)
         if outcome is None:
@@ -110,6 +113,17 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             break
     # one chunk is passed on as is; an oversized body is answered 413 by the core
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to start or stop; acknowledge both so any server is happy."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 async def _respond(send: Send, outcome: Outcome) -> None:

@@ -1,0 +1,83 @@
+"""Packaging guard-rails (STYLE.md): the adapters ship, the core stays framework-free."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import service_webhooks
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_all_is_sorted_and_every_name_exists() -> None:
+    names = service_webhooks.__all__
+
+    def isort_style(name: str) -> tuple[int, str]:  # ruff RUF022: CONSTANTS, Classes, rest
+        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+    assert names == sorted(names, key=isort_style)
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert hasattr(service_webhooks, name), name
+
+
+def test_public_names_are_exported() -> None:
+    public = {
+        name
+        for name, value in vars(service_webhooks).items()
+        if not name.startswith("_") and not isinstance(value, type(sys))
+    }
+    assert public - {"annotations"} <= set(service_webhooks.__all__) | {
+        "PackageNotFoundError",
+        "version",
+    }
+
+
+def test_importing_the_core_loads_no_web_framework() -> None:
+    code = (
+        "import sys, service_webhooks, service_webhooks.receiver;"
+        "bad = [m for m in ('starlette', 'flask', 'werkzeug', 'django', 'fastapi', 'uvicorn',"
+        " 'httpx', 'click', 'rich') if m in sys.modules];"
+        "print(','.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""
+
+
+def test_adapters_import_as_service_webhooks_adapters_only() -> None:
+    code = (
+        "import importlib.util, service_webhooks.adapters.asgi;"
+        "print(importlib.util.find_spec('adapters') is None)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    )
+    assert result.stdout.strip() == "True"
+
+
+@pytest.mark.e2e
+def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {
+        "service_webhooks/adapters/" + str(path.relative_to(ROOT / "adapters"))
+        for path in (ROOT / "adapters").rglob("*.py")
+    }
+    assert expected
+    assert expected <= names, sorted(expected - names)
+    core = {str(path.relative_to(ROOT)) for path in (ROOT / "service_webhooks").rglob("*.py")}
+    assert core <= names, sorted(core - names)
+    assert "service_webhooks/py.typed" in names
+    assert not any(name.startswith("adapters/") for name in names)

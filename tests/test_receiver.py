@@ -1,0 +1,466 @@
+"""The receive pipeline, every scenario through both drivers (process and aprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from service_webhooks import (
+    MAX_BODY_SIZE,
+    ClaimState,
+    ConfigurationError,
+    Duration,
+    Event,
+    MemoryStore,
+    NoteCreated,
+    Outcome,
+    SegmentTrendAlert,
+    Unprocessable,
+    WebhookReceiver,
+    default_idempotency_key,
+)
+
+Signed = Callable[..., tuple[bytes, str]]
+Drive = Callable[..., Outcome]
+
+
+@pytest.fixture(params=["sync", "async"])
+def drive(request: pytest.FixtureRequest) -> Drive:
+    """Run one delivery through ``process`` or ``aprocess``: the drivers must agree."""
+
+    def run(
+        receiver: WebhookReceiver, body: bytes, header: str | None, method: str = "POST"
+    ) -> Outcome:
+        if request.param == "sync":
+            return receiver.process(body, header, method=method)
+        return asyncio.run(receiver.aprocess(body, header, method=method))
+
+    return run
+
+
+@pytest.fixture
+def receiver(secret: str) -> WebhookReceiver:
+    return WebhookReceiver(secrets=secret, store=MemoryStore())
+
+
+def test_processed_delivery_reaches_the_handler_typed(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    seen: list[Event[Any]] = []
+    receiver.on("note.created", seen.append)
+    body, header = signed(org="o-42", timestamp=None)
+    outcome = drive(receiver, body, header)
+    assert (outcome.status, outcome.reason, outcome.ok) == (200, "processed", True)
+    assert (outcome.event_name, outcome.organization_id) == ("note.created", "o-42")
+    [event] = seen
+    assert event.data == NoteCreated(id="n-1", author="ana@example.com", text="hello")
+    assert (event.name, event.version, event.organization_id) == ("note.created", 1, "o-42")
+    assert event.body is body
+    assert event.idempotency_key == default_idempotency_key("o-42", body)
+
+
+def test_duplicate_answers_200_without_running_the_handler(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    calls: list[int] = []
+    receiver.on("note.created", lambda event: calls.append(1))
+    body, header = signed()
+    assert drive(receiver, body, header).reason == "processed"
+    _, retry_header = signed(body, timestamp=None)  # a retry: same body, new t
+    assert (drive(receiver, body, retry_header).status, calls) == (200, [1])
+    assert drive(receiver, body, retry_header).reason == "duplicate"
+
+
+def test_same_body_from_another_organization_is_not_a_duplicate(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    calls: list[str] = []
+    receiver.on("note.created", lambda event: calls.append(event.organization_id))
+    body, header = signed(org="o-a")
+    drive(receiver, body, header)
+    drive(receiver, *signed(body, org="o-b"))
+    assert calls == ["o-a", "o-b"]
+
+
+def test_unhandled_event_answers_200_by_default(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    outcome = drive(receiver, *signed(make_body("session.exported", data={"id": "s"})))
+    assert (outcome.status, outcome.reason) == (200, "unhandled")
+    assert len(receiver.store) == 0  # type: ignore[arg-type]  # no claim for nothing to do
+
+
+@pytest.mark.parametrize("status", [500, 404, 422])
+def test_unhandled_status_is_configurable(
+    secret: str, signed: Signed, drive: Drive, status: int
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory", unhandled_status=status)
+    assert drive(receiver, *signed()).status == status
+
+
+def test_handler_failure_answers_500_releases_and_the_retry_runs(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts: list[int] = []
+    hooked: list[tuple[str, str]] = []
+
+    @receiver.on("note.created")
+    def flaky(event: Event[NoteCreated]) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("database is down")
+
+    @receiver.on_error
+    def hook(event: Event[Any], error: BaseException) -> None:
+        hooked.append((event.name, str(error)))
+
+    body, header = signed()
+    with caplog.at_level(logging.ERROR, "service_webhooks"):
+        outcome = drive(receiver, body, header)
+    assert (outcome.status, outcome.reason) == (500, "handler_failed")
+    assert hooked == [("note.created", "database is down")]
+    assert "handler for note.created failed" in caplog.text
+    assert drive(receiver, body, header).reason == "processed"
+    assert len(attempts) == 2
+
+
+def test_a_raising_error_hook_does_not_change_the_answer(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    receiver.on("note.created", lambda event: 1 / 0)
+    receiver.on_error(lambda event, error: [][0])
+    assert drive(receiver, *signed()).status == 500
+
+
+@pytest.mark.parametrize("status", [422, 410, 400])
+def test_unprocessable_is_a_permanent_4xx_and_leaves_the_key_free(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, status: int
+) -> None:
+    def refuse(event: Event[Any]) -> None:
+        raise Unprocessable("note belongs to a deleted session", status=status)
+
+    receiver.on("note.created", refuse)
+    body, header = signed()
+    outcome = drive(receiver, body, header)
+    assert (outcome.status, outcome.reason) == (status, "unprocessable")
+    assert (
+        receiver.store.claim(default_idempotency_key("o-TEST-na1", body), "x", 5) is ClaimState.NEW
+    )
+
+
+@pytest.mark.parametrize("status", [200, 302, 429, 500, 399])
+def test_unprocessable_refuses_statuses_the_service_would_retry_or_accept(status: int) -> None:
+    with pytest.raises(ConfigurationError):
+        Unprocessable(status=status)
+
+
+def test_in_flight_duplicate_answers_503_with_retry_after(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    calls: list[int] = []
+    receiver.on("note.created", lambda event: calls.append(1))
+    body, header = signed()
+    receiver.store.claim(default_idempotency_key("o-TEST-na1", body), "other-worker", 60)
+    outcome = drive(receiver, body, header)
+    assert (outcome.status, outcome.reason) == (503, "in_flight")
+    assert dict(outcome.headers)["Retry-After"] == "60"
+    assert calls == []
+
+
+class BrokenStore(MemoryStore):
+    """Fails the chosen operation, like a store whose server went away."""
+
+    def __init__(self, fail: str) -> None:
+        super().__init__()
+        self.fail = fail
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        if self.fail == "claim":
+            raise ConnectionError("store down")
+        return super().claim(key, token, lease)
+
+    def complete(self, key: str, token: str, retention: float) -> bool:
+        if self.fail == "complete":
+            raise ConnectionError("store down")
+        return super().complete(key, token, retention)
+
+    def release(self, key: str, token: str) -> bool:
+        if self.fail == "release":
+            raise ConnectionError("store down")
+        return super().release(key, token)
+
+
+@pytest.mark.parametrize(("fail", "ran"), [("claim", False), ("complete", True)])
+def test_store_failure_answers_503_never_200(
+    secret: str, signed: Signed, drive: Drive, fail: str, ran: bool
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store=BrokenStore(fail))
+    calls: list[int] = []
+    receiver.on("note.created", lambda event: calls.append(1))
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert "Retry-After" in dict(outcome.headers)
+    assert calls == ([1] if ran else [])
+
+
+def test_release_failure_after_a_handler_failure_still_answers_500(
+    secret: str, signed: Signed, drive: Drive
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store=BrokenStore("release"))
+    receiver.on("note.created", lambda event: 1 / 0)
+    assert drive(receiver, *signed()).status == 500
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "HEAD", "OPTIONS", "DELETE"])
+def test_other_methods_answer_405(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, method: str
+) -> None:
+    outcome = drive(receiver, *signed(), method=method)
+    assert (outcome.status, outcome.reason) == (405, "method_not_allowed")
+    assert dict(outcome.headers) == {"Allow": "POST"}
+    assert receiver.precheck(method) == outcome
+
+
+def test_oversized_body_answers_413_before_authentication(
+    receiver: WebhookReceiver, drive: Drive
+) -> None:
+    outcome = drive(receiver, b"x" * (MAX_BODY_SIZE + 1), None)
+    assert (outcome.status, outcome.reason) == (413, "payload_too_large")
+    assert receiver.precheck("POST", MAX_BODY_SIZE + 1) == outcome
+    assert receiver.precheck("POST", MAX_BODY_SIZE) is None
+    assert receiver.precheck("post", None) is None
+
+
+def test_smaller_body_limit(secret: str, signed: Signed, drive: Drive) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory", max_body_size=100)
+    body, header = signed()
+    assert drive(receiver, body + b" " * 100, header).status == 413
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [(None, "format"), ("o:x,t:1", "format"), ("o:o-TEST-na1,t:1,v:AAAA", "signature")],
+)
+def test_unauthentic_deliveries_answer_401(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, header: str | None, reason: str
+) -> None:
+    calls: list[int] = []
+    receiver.on_any(lambda event: calls.append(1))
+    body, _ = signed()
+    outcome = drive(receiver, body, header)
+    assert (outcome.status, outcome.reason, calls) == (401, reason, [])
+
+
+def test_stale_timestamp_answers_401(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    import time
+
+    outcome = drive(receiver, *signed(timestamp=int(time.time()) - 301))
+    assert (outcome.status, outcome.reason) == (401, "timestamp")
+
+
+def test_injected_clock_decides_the_timestamp_check(
+    secret: str, signed: Signed, drive: Drive
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory", clock=lambda: 1_000_000.0)
+    assert drive(receiver, *signed(timestamp=1_000_300)).reason == "unhandled"
+    assert drive(receiver, *signed(timestamp=1_000_301)).reason == "timestamp"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{}", b"[1]", b'{"eventName":"note.created","version":true,"data":{}}', b"\xff\xfe"],
+)
+def test_malformed_envelope_answers_400(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, body: bytes
+) -> None:
+    outcome = drive(receiver, *signed(body))
+    assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
+
+
+def test_known_event_with_data_not_fitting_its_model_answers_400(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    outcome = drive(receiver, *signed(make_body("note.created", data={"id": "n-1"})))
+    assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
+
+
+def test_handler_order_and_version_routing(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    order: list[str] = []
+    receiver.on_any(lambda event: order.append(f"any:{event.version}"))
+    receiver.on("note.created", lambda event: order.append("all-versions"))
+    receiver.on("note.created", lambda event: order.append("v2"), version=2)
+    receiver.on("note.created", lambda event: order.append("v1"), version=1)
+    drive(receiver, *signed())
+    assert order == ["v1", "all-versions", "any:1"]
+    order.clear()
+    v2 = make_body("note.created", version=2, data={"renamed": True})
+    seen: list[Any] = []
+    receiver.on("note.created", lambda event: seen.append(event.data), version=2)
+    drive(receiver, *signed(v2))
+    assert order == ["v2", "all-versions", "any:2"]
+    assert seen == [{"renamed": True}]  # no model for v2: plain JSON
+
+
+def test_removed_handlers_no_longer_run(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    calls: list[str] = []
+
+    def handler(event: Event[Any]) -> None:
+        calls.append("ran")
+
+    receiver.on("note.created", handler)
+    receiver.on_any(handler)
+    assert receiver.remove(handler) == 2
+    assert drive(receiver, *signed()).reason == "unhandled"
+    assert calls == []
+
+
+def test_async_and_sync_handlers_work_from_both_drivers(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    seen: list[str] = []
+
+    @receiver.on("segment.trend.alert")
+    async def alert(event: Event[SegmentTrendAlert]) -> None:
+        await asyncio.sleep(0)
+        seen.append(f"async:{event.data.duration}")
+
+    @receiver.on("segment.trend.alert")
+    def also(event: Event[SegmentTrendAlert]) -> None:
+        seen.append(f"sync:{event.data.known_duration}")
+
+    body = make_body("segment.trend.alert", data={"duration": "WEEKLY", "new": 1})
+    assert drive(receiver, *signed(body)).reason == "processed"
+    assert seen == ["async:WEEKLY", "sync:WEEKLY"]
+
+
+def test_unknown_duration_is_kept_as_a_string(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    seen: list[SegmentTrendAlert] = []
+    receiver.on("segment.trend.alert", lambda event: seen.append(event.data))
+    drive(receiver, *signed(make_body("segment.trend.alert", data={"duration": "HOURLY"})))
+    drive(receiver, *signed(make_body("segment.trend.alert", data={"duration": "DAILY"})))
+    assert [a.duration for a in seen] == ["HOURLY", Duration.DAILY]
+    assert seen[0].known_duration is None
+    assert seen[1].known_duration is Duration.DAILY
+
+
+@pytest.mark.parametrize("in_thread", [True, False])
+async def test_sync_handlers_under_aprocess_run_in_a_thread_when_asked(
+    secret: str, signed: Signed, in_thread: bool
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory", sync_handlers_in_thread=in_thread)
+    threads: list[int] = []
+    receiver.on("note.created", lambda event: threads.append(threading.get_ident()))
+    assert (await receiver.aprocess(*signed())).status == 200
+    assert (threads[0] != threading.get_ident()) is in_thread
+
+
+async def test_async_handler_from_sync_process_inside_a_loop_fails_retryably(
+    receiver: WebhookReceiver, signed: Signed
+) -> None:
+    async def handler(event: Event[Any]) -> None:
+        pass
+
+    receiver.on("note.created", handler)
+    body, header = signed()
+    assert receiver.process(body, header).status == 500
+    assert (await receiver.aprocess(body, header)).status == 200  # released: retry works
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, asyncio.CancelledError])
+def test_interrupted_handler_releases_its_claim_and_propagates(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, error: type[BaseException]
+) -> None:
+    def interrupted(event: Event[Any]) -> None:
+        raise error
+
+    receiver.on("note.created", interrupted)
+    body, header = signed()
+    with pytest.raises(error):
+        drive(receiver, body, header)
+    assert (
+        receiver.store.claim(default_idempotency_key("o-TEST-na1", body), "x", 5) is ClaimState.NEW
+    )
+
+
+def test_custom_idempotency_key_is_namespaced_by_organization(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    receiver = WebhookReceiver(
+        secrets=secret, store="memory", idempotency_key=lambda event: event.data.id
+    )
+    keys: list[str] = []
+    receiver.on("note.created", lambda event: keys.append(event.idempotency_key))
+    first = make_body(data={"id": "n-7", "author": "a", "text": "one"})
+    edited = make_body(data={"id": "n-7", "author": "a", "text": "two"})
+    assert drive(receiver, *signed(first)).reason == "processed"
+    assert drive(receiver, *signed(edited)).reason == "duplicate"
+    assert drive(receiver, *signed(edited, org="o-other")).reason == "processed"
+    assert keys == ["o-TEST-na1:n-7", "o-other:n-7"]
+
+
+def test_failing_idempotency_key_function_is_unprocessable(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    receiver = WebhookReceiver(
+        secrets=secret, store="memory", idempotency_key=lambda event: event.data["missing"]
+    )
+    receiver.on_any(lambda event: None)
+    assert drive(receiver, *signed(make_body("x.y", data={}))).status == 422
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"tolerance": -1},
+        {"max_body_size": 0},
+        {"max_body_size": MAX_BODY_SIZE + 1},
+        {"lease": 0},
+        {"retention": 3600},
+        {"unhandled_status": 302},
+        {"unhandled_status": 429},
+        {"unhandled_status": 204},
+        {"store": object()},
+        {"store": "sqlite:"},
+    ],
+)
+def test_bad_configuration_is_refused(secret: str, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        WebhookReceiver(secrets=secret, **kwargs)
+
+
+def test_default_store_is_sqlite_in_the_working_directory(
+    secret: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service_webhooks import SQLiteStore
+
+    monkeypatch.chdir(tmp_path)
+    receiver = WebhookReceiver(secrets=secret)
+    assert isinstance(receiver.store, SQLiteStore)
+    assert str(receiver.store.path) == "service_webhooks.sqlite3"
+    assert secret not in repr(receiver)
+
+
+def test_secrets_never_reach_the_logs(
+    secret: str, signed: Signed, drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory")
+    receiver.on("note.created", lambda event: 1 / 0)
+    with caplog.at_level(logging.DEBUG):
+        for header in (signed()[1], None, "o:a,t:1,v:AAAA"):
+            drive(receiver, signed()[0], header)
+        drive(receiver, *signed(secret="wrong-" * 6))
+    assert caplog.records
+    assert secret not in caplog.text

@@ -1,0 +1,218 @@
+"""Signature rules of spec §5.2 beyond the shared vectors: parsing, rotation, clocks."""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from freezegun import freeze_time
+
+from service_webhooks import (
+    ConfigurationError,
+    Secret,
+    SignatureFormatError,
+    SignatureMismatchError,
+    TimestampError,
+    UnknownOrganizationError,
+    as_resolver,
+    generate_secret,
+    parse_signature_header,
+    sign,
+    verify,
+)
+from service_webhooks.signing import compute_signature
+
+BODY = b'{"eventName":"note.created","version":1,"data":{}}'
+NOW = 1_763_700_000
+KEY = "whsec-0123456789abcdef0123456789abcdef"
+
+
+def header(body: bytes = BODY, *, secret: str = KEY, org: str = "o-1", t: int = NOW) -> str:
+    return sign(body, secret, org, timestamp=t)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "o:a,t:1",
+        "o:a,t:1,v:x,o:b",
+        "o:a,t:1,o:b",
+        "o:a,t:1,x:1",
+        "O:a,t:1,v:x",
+        " o:a,t:1,v:x",
+        "o,t:1,v:x",
+        "o:,t:1,v:x",
+        "o:a,t:,v:x",
+        "o:a,t:-1,v:x",
+        "o:a,t:+1,v:x",
+        "o:a,t:1.0,v:x",
+        "o:a,t:1e9,v:x",
+        "o:a,t:1234567890123,v:x",
+        "o:a,t:١٢٣,v:x",
+        "o:é,t:1,v:x",
+        b"o:\xff,t:1,v:x",
+        "o:a\x00b,t:1,v:x",
+        "o:a,t:1,v:" + "A" * 5000,
+    ],
+)
+def test_malformed_headers_are_format_errors(value: str | bytes | None) -> None:
+    with pytest.raises(SignatureFormatError) as caught:
+        parse_signature_header(value)
+    assert (caught.value.status, caught.value.reason) == (401, "format")
+
+
+def test_pairs_split_at_their_first_colon_and_keep_t_as_sent() -> None:
+    parsed = parse_signature_header("t:001763700000,v:abc=,o:org:with:colons")
+    assert parsed.organization_id == "org:with:colons"
+    assert parsed.timestamp == 1763700000
+    assert parsed.timestamp_text == "001763700000"
+    assert parsed.signature == "abc="
+    assert parsed.signed_suffix() == b":org:with:colons:001763700000"
+
+
+def test_header_bytes_and_str_parse_alike() -> None:
+    value = header()
+    assert parse_signature_header(value.encode()) == parse_signature_header(value)
+
+
+def test_sign_matches_the_spec_formula() -> None:
+    import hashlib
+    import hmac
+
+    expected = hmac.new(KEY.encode(), BODY + b":o-1:" + str(NOW).encode(), hashlib.sha256)
+    assert header() == f"o:o-1,t:{NOW},v:{base64.b64encode(expected.digest()).decode()}"
+
+
+@pytest.mark.parametrize("org", ["", "a,b", "tab\there"])
+def test_sign_refuses_organization_ids_that_cannot_round_trip(org: str) -> None:
+    with pytest.raises(SignatureFormatError):
+        sign(BODY, KEY, org)
+
+
+def test_sign_refuses_negative_timestamps() -> None:
+    with pytest.raises(SignatureFormatError):
+        sign(BODY, KEY, "o-1", timestamp=-1)
+
+
+@pytest.mark.parametrize("skew", [-300, -1, 0, 1, 300])
+def test_tolerance_is_inclusive_in_both_directions(skew: int) -> None:
+    assert verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=NOW).timestamp == NOW + skew
+
+
+@pytest.mark.parametrize("skew", [-301, 301, -86_400])
+def test_beyond_tolerance_is_rejected_even_with_a_good_signature(skew: int) -> None:
+    with pytest.raises(TimestampError) as caught:
+        verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=NOW)
+    assert caught.value.reason == "timestamp"
+
+
+def test_custom_tolerance() -> None:
+    verify(BODY, header(t=NOW - 30), [Secret(KEY)], now=NOW, tolerance=30)
+    with pytest.raises(TimestampError):
+        verify(BODY, header(t=NOW - 31), [Secret(KEY)], now=NOW, tolerance=30)
+
+
+def test_default_clock_is_time_time_so_freezegun_applies() -> None:
+    with freeze_time(datetime.fromtimestamp(NOW, UTC)):
+        verify(BODY, header(), [Secret(KEY)])
+    with freeze_time(datetime.fromtimestamp(NOW + 301, UTC)), pytest.raises(TimestampError):
+        verify(BODY, header(), [Secret(KEY)])
+
+
+def test_rotation_tries_every_secret_newest_first() -> None:
+    old, new = "old-secret-" + "x" * 24, "new-secret-" + "y" * 24
+    secrets = [Secret(new), Secret(old)]
+    assert verify(BODY, header(secret=old), secrets, now=NOW)
+    assert verify(BODY, header(secret=new), secrets, now=NOW)
+
+
+def test_old_secret_stops_verifying_after_its_stop_date() -> None:
+    old = "old-secret-" + "x" * 24
+    stop = datetime.fromtimestamp(NOW, UTC)
+    secrets = [Secret("new-secret-" + "y" * 24), Secret(old, not_after=stop)]
+    assert verify(BODY, header(secret=old), secrets, now=NOW)  # on the stop date: still valid
+    with pytest.raises(SignatureMismatchError):
+        verify(BODY, header(secret=old, t=NOW + 1), secrets, now=NOW + 1)
+
+
+def test_secret_per_organization() -> None:
+    resolver = as_resolver({"o-a": "secret-a" * 4, "o-b": ["secret-b" * 4, "older-b" * 4]})
+    assert verify(BODY, header(secret="secret-a" * 4, org="o-a"), resolver, now=NOW)
+    assert verify(BODY, header(secret="older-b" * 4, org="o-b"), resolver, now=NOW)
+    with pytest.raises(SignatureMismatchError):  # o-a's secret does not sign for o-b
+        verify(BODY, header(secret="secret-a" * 4, org="o-b"), resolver, now=NOW)
+    with pytest.raises(UnknownOrganizationError) as caught:
+        verify(BODY, header(org="o-c"), resolver, now=NOW)
+    assert (caught.value.status, caught.value.reason) == (401, "unknown_organization")
+
+
+def test_callable_resolver_is_asked_with_the_organization() -> None:
+    asked: list[str] = []
+
+    def lookup(org: str) -> str | None:
+        asked.append(org)
+        return KEY if org == "o-1" else None
+
+    resolver = as_resolver(lookup)
+    assert verify(BODY, header(), resolver, now=NOW)
+    with pytest.raises(UnknownOrganizationError):
+        verify(BODY, header(org="o-2"), resolver, now=NOW)
+    assert asked == ["o-1", "o-2"]
+
+
+@pytest.mark.parametrize(
+    "v",
+    ["", "!!!", "R2r/Vwhs6Lgi9KgGhEq5", "R2r_Vwhs6Lgi9KgGhEq5lRXuhtokQK7Vw2YARti5zZY=", "AAAA"],
+)
+def test_undecodable_or_short_v_is_a_mismatch(v: str) -> None:
+    with pytest.raises(SignatureMismatchError):
+        verify(BODY, f"o:o-1,t:{NOW},v:{v}", [Secret(KEY)], now=NOW)
+
+
+def test_signature_covers_every_byte_of_body_org_and_t() -> None:
+    good = header()
+    for tampered_body in (BODY + b" ", BODY[:-1], b" " + BODY):
+        with pytest.raises(SignatureMismatchError):
+            verify(tampered_body, good, [Secret(KEY)], now=NOW)
+    with pytest.raises(SignatureMismatchError):
+        verify(BODY, good.replace("o:o-1", "o:o-2"), [Secret(KEY)], now=NOW)
+    with pytest.raises(SignatureMismatchError):
+        verify(BODY, good.replace(f"t:{NOW}", f"t:{NOW - 1}"), [Secret(KEY)], now=NOW)
+
+
+def test_str_and_bytes_secrets_are_the_same_key() -> None:
+    suffix = b":o:1"
+    assert compute_signature(BODY, KEY, suffix) == compute_signature(BODY, KEY.encode(), suffix)
+
+
+def test_secrets_never_show_in_reprs_or_errors() -> None:
+    secret = Secret(KEY, not_after=time.time() + 60)
+    assert KEY not in repr(secret)
+    assert KEY not in repr(as_resolver([secret]))
+    assert KEY not in repr(as_resolver({"o": secret}))
+    for bad in ("o:o-1,t:1,v:AAAA", header(secret="other-" * 6)):
+        with pytest.raises(SignatureMismatchError) as caught:
+            verify(BODY, bad, [secret], now=1)
+        assert KEY not in str(caught.value)
+        assert KEY not in repr(caught.value)
+
+
+@pytest.mark.parametrize("bad", ["", b"", [], {}, 42, datetime.now()])
+def test_bad_secret_configuration_is_refused(bad: object) -> None:
+    with pytest.raises(ConfigurationError):
+        as_resolver(bad)  # type: ignore[arg-type]
+
+
+def test_naive_stop_date_is_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        Secret(KEY, not_after=datetime.now() + timedelta(days=1))
+
+
+def test_generate_secret_is_256_random_bits() -> None:
+    first, second = generate_secret(), generate_secret()
+    assert first != second
+    assert len(base64.urlsafe_b64decode(first + "=")) == 32
