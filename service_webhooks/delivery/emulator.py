@@ -292,7 +292,9 @@ class Emulator:
                         )
                         later = self.rate_limiter.acquire(keys, now)
                         if later is not None:
-                            self._push(later, delivery)
+                            # Throttled: wait in the queue, but no longer than the deadline.
+                            deadline = self.policy.deadline(delivery.queued_at)
+                            self._push(min(later, deadline), delivery)
                             continue
                     task = asyncio.create_task(self._attempt(delivery, now))
                     in_flight.add(task)

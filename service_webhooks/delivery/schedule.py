@@ -6,10 +6,10 @@ The rule:
 * After the n-th failed attempt (n = 1, 2, ...) the next one waits
   ``min(initial_delay * factor ** (n - 1), max_delay)``: 60, 120, 240, 480, 600, 600, ...
   seconds with the defaults.
-* Jitter: that delay is multiplied by a factor drawn uniformly from
-  ``[1 - jitter, 1 + jitter]`` (default ``jitter = 0.1``, so +-10 %), then clamped back
-  into ``[initial_delay, max_delay]``: no gap is ever shorter than 1 minute or longer than
-  10 minutes. ``jitter = 0`` gives the exact sequence above.
+* Jitter: the delay is drawn uniformly from ``[base * (1 - jitter), base * (1 + jitter)]``
+  intersected with ``[initial_delay, max_delay]`` (default ``jitter = 0.1``, so +-10 %):
+  the first retry waits 60-66 s, retries at the cap 540-600 s. No gap is ever shorter
+  than 1 minute or longer than 10 minutes. ``jitter = 0`` gives the exact sequence above.
 * A ``Retry-After`` header from the receiver does not change the delay.
 * The event is dead ``dead_after`` seconds (24 h) after it was *queued* if no attempt
   succeeded: an attempt that would start at or after that moment is not made.
@@ -82,10 +82,11 @@ class RetryPolicy:
             rng: The random source (default: the :mod:`random` module's).
         """
         base = self.base_delay(failed_attempts)
-        if self.jitter:
-            spread = (rng or random).uniform(1 - self.jitter, 1 + self.jitter)
-            base *= spread
-        return min(max(base, self.initial_delay), self.max_delay)
+        if not self.jitter:
+            return base
+        low = max(base * (1 - self.jitter), self.initial_delay)
+        high = min(base * (1 + self.jitter), self.max_delay)
+        return (rng or random).uniform(low, high)
 
     def deadline(self, queued_at: float) -> float:
         """The moment the event dies if still undelivered (``queued_at + dead_after``)."""

@@ -135,27 +135,27 @@ def mock_sender(transport: httpx.AsyncBaseTransport, **options: Any) -> Sender:
 # Test modules cannot import this file (importlib mode), so the helpers are fixtures.
 
 
-@pytest.fixture(name="serve")
+@pytest.fixture(name="serve", scope="session")
 def serve_fixture() -> Callable[..., Any]:
     return serve
 
 
-@pytest.fixture(name="Recording")
+@pytest.fixture(name="Recording", scope="session")
 def recording_fixture() -> type[Recording]:
     return Recording
 
 
-@pytest.fixture(name="mock_sender")
+@pytest.fixture(name="mock_sender", scope="session")
 def mock_sender_fixture() -> Callable[..., Sender]:
     return mock_sender
 
 
-@pytest.fixture(name="loopback_sender")
+@pytest.fixture(name="loopback_sender", scope="session")
 def loopback_sender_fixture() -> Callable[..., Sender]:
     return loopback_sender
 
 
-@pytest.fixture(name="StatusApp")
+@pytest.fixture(name="StatusApp", scope="session")
 def status_app_fixture() -> type[StatusApp]:
     return StatusApp
 

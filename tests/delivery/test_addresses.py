@@ -135,7 +135,9 @@ async def test_switch_allows_private_destinations(Recording: Any) -> None:
 async def test_unresolvable_host_is_temporary(Recording: Any) -> None:
     transport = Recording(200)
     async with Sender(transport=transport, resolver=StaticResolver()) as sender:
-        outcome = await sender.send("http://nowhere.invalid/", b"{}", secret="s", organization_id="o")
+        outcome = await sender.send(
+            "http://nowhere.invalid/", b"{}", secret="s", organization_id="o"
+        )
     assert transport.calls == []
     assert outcome.failure is Failure.UNRESOLVABLE
     assert outcome.result is Result.TEMPORARY_FAILURE

@@ -59,9 +59,11 @@ def test_failed_flag() -> None:
 
 
 # Over real sockets: the statuses a server can send as a final response (1xx cannot be).
-WIRE = [(s, r) for s, r in BOUNDARIES if s in {
-    200, 299, 300, 301, 302, 303, 304, 307, 308, 399, 400, 401, 429, 499, 500, 599
-}]
+WIRE = [
+    (s, r)
+    for s, r in BOUNDARIES
+    if s in {200, 299, 300, 301, 302, 303, 304, 307, 308, 399, 400, 401, 429, 499, 500, 599}
+]
 
 
 @pytest.mark.e2e
