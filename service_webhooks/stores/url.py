@@ -1,0 +1,102 @@
+"""Build an idempotency store from one string: settings, ``SERVICE_WEBHOOKS_STORE``, the CLI.
+
+=================================================  ==========================================
+URL                                                store
+=================================================  ==========================================
+``memory``                                         :class:`~.memory.MemoryStore`
+``sqlite:PATH`` (``sqlite:///abs/path`` too)        :class:`~.sqlite.SQLiteStore` at ``PATH``
+``redis://…``, ``rediss://…``, ``unix://…``          :class:`~.redis.RedisStore`
+``postgresql://…``, ``postgres://…``               :class:`~.postgres.PostgresStore`
+=================================================  ==========================================
+
+Redis URLs accept ``?prefix=…`` (the key prefix); PostgreSQL URLs accept ``?table=…``
+(optionally ``schema.table``). Every other query parameter is passed to the driver as
+part of the URL. The PostgreSQL table is not created here: call
+:meth:`~.postgres.PostgresStore.create_schema` once (``create_schema=True`` does it
+now).
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..exceptions import ConfigurationError
+from .base import IdempotencyStore
+from .memory import MemoryStore
+from .sqlite import SQLiteStore
+
+__all__ = ["ENV_VAR", "store_from_env", "store_from_url"]
+
+ENV_VAR = "SERVICE_WEBHOOKS_STORE"
+"""The environment variable :func:`store_from_env` reads."""
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore:
+    """The idempotency store a URL names (see the module table).
+
+    Args:
+        url: ``memory``, ``sqlite:PATH``, a Redis URL or a PostgreSQL URL.
+        create_schema: For PostgreSQL, create the table now if missing.
+
+    Raises:
+        ConfigurationError: An unknown scheme or a missing path; the message shows
+            the scheme only, never the URL (it may hold a password).
+        ImportError: The backend's optional dependency is not installed (the message
+            names the extra to install).
+    """
+    text = url.strip()
+    scheme = text.partition(":")[0].lower() if ":" in text else text.lower()
+    if scheme == "memory":
+        return MemoryStore()
+    if scheme == "sqlite":
+        path = text[len("sqlite:") :]
+        if path.startswith("///"):
+            path = path[2:]  # sqlite:///abs/path -> /abs/path
+        elif path.startswith("//"):
+            path = path[2:]  # sqlite://relative/path -> relative/path
+        if not path:
+            raise ConfigurationError("a sqlite: store URL needs a file path")
+        return SQLiteStore(path)
+    if scheme in _REDIS_SCHEMES:
+        from .redis import DEFAULT_PREFIX, RedisStore
+
+        rest, options = _pop_query(text, "prefix")
+        return RedisStore.from_url(rest, prefix=options.get("prefix", DEFAULT_PREFIX))
+    if scheme in _POSTGRES_SCHEMES:
+        from .postgres import DEFAULT_TABLE, PostgresStore
+
+        rest, options = _pop_query(text, "table")
+        store = PostgresStore.from_url(rest, table=options.get("table", DEFAULT_TABLE))
+        if create_schema:
+            store.create_schema()
+        return store
+    raise ConfigurationError(
+        f"unknown store URL scheme {scheme[:20]!r}: use memory, sqlite:PATH, "
+        "redis://… or postgresql://…"
+    )
+
+
+def store_from_env(default: str = "sqlite:service_webhooks.sqlite3") -> IdempotencyStore:
+    """The store named by ``$SERVICE_WEBHOOKS_STORE``, else by ``default``.
+
+    Raises:
+        ConfigurationError: As :func:`store_from_url`.
+    """
+    return store_from_url(os.environ.get(ENV_VAR) or default)
+
+
+def _pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
+    """Remove our own query parameters from ``url``; the rest stays for the driver."""
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    kept: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in names:
+            ours[name] = value
+        else:
+            kept.append((name, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), ours

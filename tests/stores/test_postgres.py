@@ -1,0 +1,159 @@
+"""PostgresStore specifics beyond the shared contract: schema, prune, pools, failures."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import pytest
+
+from service_webhooks import WebhookReceiver
+from service_webhooks.exceptions import ConfigurationError
+from service_webhooks.stores import ClaimState
+
+pytest.importorskip("psycopg")
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from service_webhooks.stores.postgres import DEFAULT_TABLE, SCHEMA_SQL, PostgresStore
+
+Admin = psycopg.Connection[tuple[object, ...]]
+URL = "postgresql://postgres@127.0.0.1:5432/test"
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def admin(
+    unavailable: Callable[[str, str], NoReturn],
+) -> Iterator[Admin]:
+    try:
+        connection = psycopg.connect(URL, autocommit=True, connect_timeout=2)
+    except psycopg.Error as error:
+        unavailable(f"PostgreSQL at {URL}", type(error).__name__)
+    with connection:
+        yield connection
+
+
+@pytest.fixture
+def schema(admin: Admin) -> Iterator[str]:
+    name = f"sw_test_{uuid.uuid4().hex[:12]}"
+    admin.execute(f"CREATE SCHEMA {name}")
+    yield name
+    admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def test_schema_sql_is_the_default_tables_ddl(admin: Admin, schema: str) -> None:
+    assert f"CREATE TABLE IF NOT EXISTS {DEFAULT_TABLE}" in SCHEMA_SQL
+    admin.execute(f"SET search_path TO {schema}")
+    admin.execute(SCHEMA_SQL)  # runs as a migration would
+    admin.execute(SCHEMA_SQL)  # and is idempotent
+    row = admin.execute(f"SELECT count(*) FROM {schema}.{DEFAULT_TABLE}").fetchone()  # noqa: S608
+    assert row == (0,)
+
+
+def test_schema_qualified_table_prune_and_server_clock(admin: Admin, schema: str) -> None:
+    store = PostgresStore(URL, table=f"{schema}.keys", prune_every=0)
+    store.create_schema()
+    store.create_schema()
+    assert store.claim("a", "t", 0.1) is ClaimState.NEW
+    assert store.claim("b", "t", 60) is ClaimState.NEW
+    assert store.complete("b", "t", 3600) is True
+    time.sleep(0.25)
+    assert store.prune() == 1  # only the expired claim "a"
+    rows = admin.execute(
+        f"SELECT key, state, expires_at - now() > interval '59 minutes' FROM {schema}.keys"  # noqa: S608
+    ).fetchall()
+    assert rows == [("b", "done", True)]
+    store.close()
+
+
+def test_prune_every_n_claims(admin: Admin, schema: str) -> None:
+    store = PostgresStore(URL, table=f"{schema}.keys", prune_every=3)
+    store.create_schema()
+    store.claim("old", "t", 0.05)
+    time.sleep(0.15)
+    store.claim("x", "t", 60)
+    store.claim("y", "t", 60)  # third claim: prunes "old"
+    keys = {row[0] for row in admin.execute(f"SELECT key FROM {schema}.keys")}  # noqa: S608
+    assert keys == {"x", "y"}
+    store.close()
+
+
+async def test_async_prune_and_close(admin: Admin, schema: str) -> None:
+    store = PostgresStore(URL, table=f"{schema}.keys")
+    store.create_schema()
+    assert await store.aclaim("k", "t", 0.05) is ClaimState.NEW
+    time.sleep(0.1)
+    assert await store.aprune() == 1
+    await store.aclose()
+    store.close()
+
+
+def test_a_pool_you_own_even_without_autocommit(admin: Admin, schema: str) -> None:
+    with ConnectionPool(URL, min_size=1, max_size=2, open=True) as pool:
+        store = PostgresStore(pool=pool, table=f"{schema}.keys")
+        store.create_schema()
+        assert store.claim("k", "t", 60) is ClaimState.NEW
+        assert store.complete("k", "t", 3600) is True
+        # committed: another connection sees it
+        assert admin.execute(f"SELECT state FROM {schema}.keys").fetchone() == ("done",)  # noqa: S608
+        store.close()  # leaves your pool open
+        assert not pool.closed
+
+
+async def test_a_sync_pool_only_runs_the_async_twins_in_a_thread(admin: Admin, schema: str) -> None:
+    with ConnectionPool(URL, min_size=1, max_size=2, open=True) as pool:
+        store = PostgresStore(pool=pool, table=f"{schema}.keys")
+        store.create_schema()
+        assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+        assert await store.arelease("k", "t") is True
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ({}, "conninfo"),
+        ({"conninfo": URL, "table": "a;b"}, "table"),
+        ({"conninfo": URL, "table": "a.b.c"}, "table"),
+        ({"conninfo": URL, "min_size": 3, "max_size": 2}, "min_size"),
+        ({"conninfo": URL, "timeout": 0}, "timeout"),
+    ],
+)
+def test_bad_configuration(args: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        PostgresStore(**args)  # type: ignore[arg-type]
+
+
+def test_unreachable_server_fails_closed_quickly(
+    free_port: int,
+    signed: Callable[..., tuple[bytes, str]],
+    secret: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = PostgresStore(f"postgresql://u:hunter2@127.0.0.1:{free_port}/db", timeout=1.0)
+    receiver = WebhookReceiver(secrets=secret, store=store)
+    ran: list[object] = []
+    receiver.on("note.created")(ran.append)
+    body, header = signed()
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        outcome = receiver.process(body, header)
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert time.monotonic() - started < 5  # inside the service's 10 s deadline
+    assert ran == []
+    ours = [r.getMessage() for r in caplog.records if r.name == "service_webhooks"]
+    assert len(ours) == 1
+    assert "hunter2" not in ours[0]
+    store.close()
+
+
+def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.delitem(sys.modules, "service_webhooks.stores.postgres")
+    with pytest.raises(ImportError, match=r"service-webhooks\[postgres\]"):
+        importlib.import_module("service_webhooks.stores.postgres")

@@ -1,0 +1,136 @@
+"""RedisStore specifics beyond the shared contract: connection forms, TTLs, prefix, failures."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import pytest
+
+from service_webhooks import WebhookReceiver
+from service_webhooks.exceptions import ConfigurationError
+from service_webhooks.stores import ClaimState
+
+pytest.importorskip("redis")
+import redis
+import redis.asyncio
+
+from service_webhooks.stores.redis import RedisStore
+
+URL = "redis://127.0.0.1:6379/0"
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def client(unavailable: Callable[[str, str], NoReturn]) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        client.close()
+        unavailable(f"Redis at {URL}", type(error).__name__)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def prefix(client: redis.Redis) -> Iterator[str]:
+    prefix = f"service_webhooks_test:{uuid.uuid4().hex}:"
+    yield prefix
+    keys = list(client.scan_iter(match=prefix + "*"))
+    if keys:
+        client.delete(*keys)
+
+
+def test_keys_carry_the_prefix_and_expire_on_the_server(client: redis.Redis, prefix: str) -> None:
+    store = RedisStore(client, prefix=prefix)
+    assert store.claim("k", "tok", 30) is ClaimState.NEW
+    assert client.get(prefix + "k") == b"i:tok"
+    assert 29_000 < client.pttl(prefix + "k") <= 30_000
+    assert store.complete("k", "tok", 72 * 3600) is True
+    assert client.get(prefix + "k") == b"d:tok"
+    assert client.pttl(prefix + "k") > 71 * 3600 * 1000
+
+
+def test_two_prefixes_do_not_see_each_other(client: redis.Redis, prefix: str) -> None:
+    first, second = (
+        RedisStore(client, prefix=prefix + "a:"),
+        RedisStore(client, prefix=prefix + "b:"),
+    )
+    assert first.claim("k", "t", 30) is ClaimState.NEW
+    assert second.claim("k", "t", 30) is ClaimState.NEW
+
+
+def test_a_connection_pool_and_decoded_responses(client: redis.Redis, prefix: str) -> None:
+    pool = redis.ConnectionPool.from_url(URL, decode_responses=True)
+    store = RedisStore(pool, prefix=prefix)
+    assert store.claim("k", "t", 30) is ClaimState.NEW
+    assert store.claim("k", "u", 30) is ClaimState.IN_FLIGHT
+    assert store.complete("k", "t", 60) is True
+    assert store.claim("k", "u", 30) is ClaimState.DONE
+    pool.disconnect()
+
+
+async def test_sync_client_only_runs_the_async_twins_in_a_thread(
+    client: redis.Redis, prefix: str
+) -> None:
+    store = RedisStore(client, prefix=prefix)
+    assert await store.aclaim("k", "t", 30) is ClaimState.NEW
+    assert await store.arelease("k", "t") is True
+
+
+async def test_asyncio_client_or_pool(client: redis.Redis, prefix: str) -> None:
+    aclient = redis.asyncio.Redis.from_url(URL)
+    store = RedisStore(aclient, prefix=prefix)
+    assert await store.aclaim("k", "t", 30) is ClaimState.NEW
+    with pytest.raises(ConfigurationError, match="asyncio client"):
+        store.claim("k", "t", 30)
+    apool = redis.asyncio.ConnectionPool.from_url(URL)
+    pooled = RedisStore(client, aconnection=apool, prefix=prefix)
+    assert await pooled.aclaim("k", "u", 30) is ClaimState.IN_FLIGHT
+    assert pooled.claim("k", "u", 30) is ClaimState.IN_FLIGHT
+    await aclient.aclose()
+    await apool.disconnect()
+
+
+def test_rejects_what_is_not_a_connection() -> None:
+    with pytest.raises(ConfigurationError):
+        RedisStore(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="prefix"):
+        RedisStore(URL, prefix="")
+
+
+def test_unreachable_server_fails_closed_quickly(
+    free_port: int,
+    signed: Callable[..., tuple[bytes, str]],
+    secret: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = RedisStore.from_url(f"redis://:hunter2@127.0.0.1:{free_port}/0")
+    receiver = WebhookReceiver(secrets=secret, store=store)
+    ran: list[object] = []
+    receiver.on("note.created")(ran.append)
+    body, header = signed()
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        outcome = receiver.process(body, header)
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert time.monotonic() - started < 5  # inside the service's 10 s deadline
+    assert ran == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert "hunter2" not in errors[0]
+    assert secret not in errors[0]
+    store.close()
+
+
+def test_missing_redis_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.delitem(sys.modules, "service_webhooks.stores.redis")
+    with pytest.raises(ImportError, match=r"service-webhooks\[redis\]"):
+        importlib.import_module("service_webhooks.stores.redis")

@@ -1,0 +1,75 @@
+"""``store_from_url``: one string (settings, ``SERVICE_WEBHOOKS_STORE``, the CLI) to a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service_webhooks.exceptions import ConfigurationError
+from service_webhooks.stores import MemoryStore, SQLiteStore
+from service_webhooks.stores.url import ENV_VAR, store_from_env, store_from_url
+
+
+def test_memory() -> None:
+    assert isinstance(store_from_url("memory"), MemoryStore)
+
+
+@pytest.mark.parametrize("form", ["sqlite:{path}", "sqlite://{path}"])
+def test_sqlite_paths(tmp_path: Path, form: str) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = store_from_url(form.format(path=path))
+    assert isinstance(store, SQLiteStore)
+    assert store.path == path
+    store.close()
+
+
+def test_sqlite_needs_a_path() -> None:
+    with pytest.raises(ConfigurationError, match="file path"):
+        store_from_url("sqlite:")
+
+
+def test_unknown_scheme_names_the_scheme_but_not_the_url() -> None:
+    with pytest.raises(ConfigurationError, match="'mysql'") as caught:
+        store_from_url("mysql://user:hunter2@db/x")
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "rediss://h:6380/1"])
+def test_redis_urls_with_a_prefix(url: str) -> None:
+    from service_webhooks.stores.redis import DEFAULT_PREFIX, RedisStore
+
+    store = store_from_url(url)
+    assert isinstance(store, RedisStore)
+    assert store.prefix == DEFAULT_PREFIX
+    prefixed = store_from_url(url + "?prefix=app1:")
+    assert isinstance(prefixed, RedisStore)
+    assert prefixed.prefix == "app1:"
+    store.close()
+    prefixed.close()
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_postgres_urls_with_a_table(scheme: str) -> None:
+    from service_webhooks.stores.postgres import DEFAULT_TABLE, PostgresStore
+
+    store = store_from_url(f"{scheme}://u@127.0.0.1:1/db?connect_timeout=3")
+    assert isinstance(store, PostgresStore)
+    assert store.table == DEFAULT_TABLE
+    named = store_from_url(f"{scheme}://u@h/db?table=hooks.keys")
+    assert isinstance(named, PostgresStore)
+    assert named.table == "hooks.keys"
+
+
+def test_postgres_rejects_a_bad_table_name() -> None:
+    with pytest.raises(ConfigurationError, match="table"):
+        store_from_url("postgresql://u@h/db?table=x;drop")
+
+
+def test_env_var_wins_over_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(ENV_VAR, "memory")
+    assert isinstance(store_from_env(), MemoryStore)
+    monkeypatch.delenv(ENV_VAR)
+    store = store_from_env(f"sqlite:{tmp_path / 'k.sqlite3'}")
+    assert isinstance(store, SQLiteStore)
+    store.close()
