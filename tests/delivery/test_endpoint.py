@@ -1,0 +1,88 @@
+"""Endpoint configuration (spec §2.6) and the event envelope (spec §2.7)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service_webhooks import Secret
+from service_webhooks.delivery import MAX_BODY_SIZE, Endpoint, Event, encode_envelope
+from service_webhooks.exceptions import ConfigurationError, PayloadTooLargeError
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://hooks.example.com/in",
+        "file:///etc/passwd",
+        "ws://hooks.example.com/in",
+        "javascript:alert(1)",
+        "gopher://hooks.example.com/",
+        "hooks.example.com/in",
+        "//hooks.example.com/in",
+        "",
+        "https://",
+        "https://user:pass@hooks.example.com/in",
+        "http://hooks.example.com:0/",
+        "http://hooks.example.com:99999/",
+    ],
+)
+def test_bad_url_is_refused_at_configuration_time(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        Endpoint(url, "s", {"note.created"})
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://hooks.example.com/in", "https://hooks.example.com:8443/a?b=c", "HTTPS://H.example/"],
+)
+def test_http_and_https_are_accepted(url: str) -> None:
+    assert Endpoint(url, "s", {"note.created"}).url == url
+
+
+def test_segment_trend_alert_needs_an_encoded_subcategory() -> None:
+    with pytest.raises(ConfigurationError, match="subcategory"):
+        Endpoint("https://h.example/", "s", {"note.created", "segment.trend.alert"})
+    with pytest.raises(ConfigurationError, match="display name"):
+        Endpoint("https://h.example/", "s", {"segment.trend.alert"}, subcategory="My Segment")
+    ok = Endpoint("https://h.example/", "s", {"segment.trend.alert"}, subcategory="c2VnLTE")
+    assert ok.subcategory == "c2VnLTE"
+
+
+def test_needs_event_types_and_hides_the_secret() -> None:
+    with pytest.raises(ConfigurationError):
+        Endpoint("https://h.example/", "s", set())
+    endpoint = Endpoint("https://h.example/", "whsec-very-secret", "note.created", id="ep-1")
+    assert endpoint.events == frozenset({"note.created"})
+    assert endpoint.secret == Secret("whsec-very-secret")
+    assert "whsec-very-secret" not in repr(endpoint)
+    assert endpoint.id == "ep-1"
+    assert (
+        Endpoint("https://h.example/", "s", "x").id != Endpoint("https://h.example/", "s", "x").id
+    )
+
+
+def test_envelope_bytes_are_fixed_once() -> None:
+    event = Event("note.created", {"id": "n-1", "text": "é"}, "o-1")
+    assert json.loads(event.body) == {
+        "eventName": "note.created",
+        "version": 1,
+        "data": {"id": "n-1", "text": "é"},
+    }
+    assert event.body is event.body
+    assert event.id.startswith("evt_")
+
+
+def test_envelope_limits() -> None:
+    assert len(encode_envelope("e", "x" * (MAX_BODY_SIZE - 100))) <= MAX_BODY_SIZE
+    with pytest.raises(PayloadTooLargeError):
+        Event("e", "x" * MAX_BODY_SIZE)
+    with pytest.raises(ConfigurationError):
+        Event("e", {1j})
+    with pytest.raises(ConfigurationError):
+        Event("", {})
+    with pytest.raises(ConfigurationError):
+        Event("e", {}, version=True)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        Event("e", {}, "bad,org")
