@@ -1,0 +1,331 @@
+"""``service-webhooks trigger`` and ``deliver``: run events through the delivery emulator.
+
+Both deliver exactly as the service does (:mod:`service_webhooks.delivery`): signed
+POSTs with a new ``t`` per attempt, a 10 s deadline, the spec §7 classification,
+retries from 1 to 10 minutes for 24 hours, the 1000/min throttle.
+
+* ``trigger EVENT``: one event, its whole retry life, each attempt printed. Real time
+  by default (a failing endpoint keeps the command running for up to 24 h); ``--fast``
+  runs the queue on a virtual clock, so waiting between attempts takes no time.
+* ``deliver --events FILE.jsonl``: a stream of events (one envelope per line, optionally
+  with ``organizationId``, ``subcategory`` and ``id``), with ``--duplicates`` and
+  ``--shuffle`` to test idempotency; prints a summary table and can write the audit
+  log as JSON.
+
+Like the service, both refuse reserved destinations (``localhost``, private networks);
+pass ``--allow-private-destinations`` to deliver to a receiver on this machine.
+Exit code: 0 when every delivery succeeded, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from service_webhooks.delivery import (
+    AuditEntry,
+    Clock,
+    DeadEvent,
+    Delivery,
+    DeliveryState,
+    Emulator,
+    Endpoint,
+    Event,
+    RateLimiter,
+    Result,
+    Sender,
+    Summary,
+    SystemClock,
+    VirtualClock,
+    sample_event_for,
+)
+from service_webhooks.delivery.endpoint import DEFAULT_ORGANIZATION
+from service_webhooks.exceptions import WebhookError
+
+__all__ = ["deliver", "trigger"]
+
+_STYLES = {
+    Result.SUCCESS: "green",
+    Result.TEMPORARY_FAILURE: "yellow",
+    Result.PERMANENT_FAILURE: "red",
+}
+
+_HINT = (
+    "hint: the service never delivers to loopback or private addresses; "
+    "pass --allow-private-destinations to reach a receiver on this machine"
+)
+
+
+def _common(function: Any) -> Any:
+    options = [
+        click.option("--url", required=True, help="Endpoint URL (http or https)."),
+        click.option(
+            "--secret",
+            required=True,
+            envvar="SERVICE_WEBHOOKS_SECRET",
+            show_envvar=True,
+            help="The endpoint's signing secret.",
+        ),
+        click.option(
+            "--allow-private-destinations",
+            is_flag=True,
+            help="Allow loopback/private targets (the service refuses them).",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=10.0,
+            show_default=True,
+            help="Seconds per attempt (the service uses 10).",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _attempt_line(console: Console, entry: AuditEntry, queued_at: float) -> None:
+    offset = entry.attempted_at - queued_at
+    hours, rest = divmod(int(offset), 3600)
+    style = _STYLES[entry.result]
+    console.print(
+        f"#{entry.attempt:<3} +{hours:02d}:{rest // 60:02d}:{rest % 60:02d} "
+        f"[{style}]{entry.result.value:<17}[/{style}] {entry.description} "
+        f"[dim]({entry.duration * 1000:.0f} ms)[/dim]",
+        highlight=False,
+    )
+
+
+@click.command()
+@click.argument("event_name", metavar="EVENT")
+@_common
+@click.option("--data", "data_json", help="The event's data as JSON (default: a sample).")
+@click.option("--org", default=DEFAULT_ORGANIZATION, show_default=True, help="Organization ID.")
+@click.option("--subcategory", help="Subcategory (required for segment.trend.alert).")
+@click.option("--fast", is_flag=True, help="Virtual clock: no waiting between attempts.")
+def trigger(
+    event_name: str,
+    url: str,
+    secret: str,
+    allow_private_destinations: bool,
+    timeout: float,
+    data_json: str | None,
+    org: str,
+    subcategory: str | None,
+    fast: bool,
+) -> None:
+    """Deliver one EVENT with the service's full retry life, printing each attempt."""
+    console = Console(highlight=False)
+    try:
+        endpoint = Endpoint(
+            url,
+            secret,
+            {event_name},
+            organization_id=org,
+            subcategory=subcategory
+            or ("cli-test" if event_name == "segment.trend.alert" else None),
+        )
+        if data_json is None:
+            event = sample_event_for(endpoint)
+        else:
+            event = Event(event_name, json.loads(data_json), org, subcategory=subcategory)
+    except (WebhookError, json.JSONDecodeError) as error:
+        raise click.UsageError(str(error)) from None
+    clock: Clock = VirtualClock() if fast else SystemClock()
+    console.print(f"[bold]{event.name}[/bold] {event.id} -> {url} ({len(event.body)} bytes)")
+    delivery = asyncio.run(
+        _trigger(endpoint, event, clock, timeout, allow_private_destinations, console)
+    )
+    last = delivery.attempts[-1] if delivery.attempts else None
+    verdicts = {
+        DeliveryState.SUCCEEDED: "[green]delivered[/green]",
+        DeliveryState.FAILED: "[red]permanent failure: not retried[/red]",
+        DeliveryState.DEAD: "[red]dead: no success within 24 hours[/red]",
+    }
+    console.print(
+        f"{verdicts.get(delivery.state, delivery.state.value)} after "
+        f"{len(delivery.attempts)} attempt(s)"
+    )
+    if last is not None and "reserved address" in last.description:
+        console.print(f"[dim]{_HINT}[/dim]")
+    if delivery.state is not DeliveryState.SUCCEEDED:
+        raise SystemExit(1)
+
+
+async def _trigger(
+    endpoint: Endpoint,
+    event: Event,
+    clock: Clock,
+    timeout: float,
+    allow_private: bool,
+    console: Console,
+) -> Delivery:
+    async with Sender(deadline=timeout, allow_private_destinations=allow_private) as sender:
+        emulator = Emulator(
+            sender,
+            clock=clock,
+            on_attempt=lambda entry: _attempt_line(console, entry, queued_at),
+        )
+        emulator.add_endpoint(endpoint)
+        queued_at = clock.now()
+        (delivery,) = emulator.publish(event)
+        await emulator.run()
+    return delivery
+
+
+def _read_events(path: Path) -> list[Event]:
+    events: list[Event] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                if not isinstance(item, dict) or "eventName" not in item:
+                    raise ValueError("expected an object with eventName")
+                options: dict[str, Any] = {}
+                if "id" in item:
+                    options["id"] = str(item["id"])
+                events.append(
+                    Event(
+                        item["eventName"],
+                        item.get("data"),
+                        item.get("organizationId", DEFAULT_ORGANIZATION),
+                        version=item.get("version", 1),
+                        subcategory=item.get("subcategory"),
+                        **options,
+                    )
+                )
+            except (ValueError, WebhookError) as error:
+                raise click.BadParameter(f"line {number}: {error}", param_hint="--events") from None
+    return events
+
+
+def _summary_table(summary: Summary, events: int) -> Table:
+    table = Table(title="Delivery summary")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("events", str(events)),
+        ("deliveries (incl. duplicates)", str(summary.deliveries)),
+        ("duplicates injected", str(summary.duplicates)),
+        ("delivered", str(summary.delivered)),
+        ("retried", str(summary.retried)),
+        ("permanent failures", str(summary.failed)),
+        ("dead", str(summary.dead)),
+        ("attempts", str(summary.attempts)),
+        ("p50 latency", f"{summary.p50_latency * 1000:.1f} ms"),
+        ("p99 latency", f"{summary.p99_latency * 1000:.1f} ms"),
+        ("failure notifications", str(summary.notifications)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+@click.command()
+@_common
+@click.option(
+    "--events",
+    "events_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON Lines: one envelope per line (+ optional organizationId, subcategory, id).",
+)
+@click.option(
+    "--rate",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Deliveries per minute per subscription and per organization.",
+)
+@click.option(
+    "--duplicates",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Share of deliveries sent twice.",
+)
+@click.option("--shuffle", is_flag=True, help="Start due deliveries in random order.")
+@click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write every attempt to this JSON file.",
+)
+@click.option("--fast", is_flag=True, help="Virtual clock: no waiting between retries.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--seed", type=int, help="Seed for duplicates, shuffling and jitter.")
+def deliver(
+    url: str,
+    secret: str,
+    allow_private_destinations: bool,
+    timeout: float,
+    events_file: Path,
+    rate: int,
+    duplicates: float,
+    shuffle: bool,
+    audit_log: Path | None,
+    fast: bool,
+    concurrency: int,
+    seed: int | None,
+) -> None:
+    """Deliver a stream of events from a JSON Lines file and print a summary."""
+    console = Console(highlight=False)
+    events = _read_events(events_file)
+    endpoints: dict[str, Endpoint] = {}
+    try:
+        for event in events:
+            if event.organization_id not in endpoints:
+                names = {e.name for e in events if e.organization_id == event.organization_id}
+                subcategories = {e.subcategory for e in events if e.subcategory}
+                endpoints[event.organization_id] = Endpoint(
+                    url,
+                    secret,
+                    names,
+                    organization_id=event.organization_id,
+                    subcategory=next(iter(subcategories), None)
+                    or ("cli-test" if "segment.trend.alert" in names else None),
+                )
+    except WebhookError as error:
+        raise click.UsageError(str(error)) from None
+    clock: Clock = VirtualClock() if fast else SystemClock()
+    dead: list[DeadEvent] = []
+
+    async def run() -> Emulator:
+        async with Sender(
+            deadline=timeout,
+            allow_private_destinations=allow_private_destinations,
+            max_connections=concurrency,
+        ) as sender:
+            emulator = Emulator(
+                sender,
+                clock=clock,
+                rate_limiter=RateLimiter(rate, 60.0),
+                duplicates=duplicates,
+                shuffle=shuffle,
+                seed=seed,
+                concurrency=concurrency,
+                on_dead=dead.append,
+            )
+            for endpoint in endpoints.values():
+                emulator.add_endpoint(endpoint)
+            emulator.publish(events)
+            await emulator.run()
+            return emulator
+
+    emulator = asyncio.run(run())
+    summary = emulator.summary()
+    console.print(_summary_table(summary, len(events)))
+    if any("reserved address" in e.description for e in emulator.audit):
+        console.print(f"[dim]{_HINT}[/dim]")
+    if audit_log is not None:
+        audit_log.write_text(json.dumps(emulator.audit.to_json(), indent=1), encoding="utf-8")
+        console.print(f"audit log: {audit_log} ({summary.attempts} attempts)")
+    if summary.delivered != summary.deliveries:
+        raise SystemExit(1)
