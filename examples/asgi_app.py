@@ -1,0 +1,87 @@
+"""A Starlette app that receives the service's webhooks at ``/webhooks`` beside a normal route.
+
+Run it from the repository root (with the ``asgi`` and ``cli`` extras installed)::
+
+    export SERVICE_WEBHOOKS_SECRET=whsec-dev-only
+    uvicorn examples.asgi_app:app --port 8000      # or: python examples/asgi_app.py
+
+then, from another terminal, send it a signed delivery::
+
+    service-webhooks send http://127.0.0.1:8000/webhooks --secret whsec-dev-only \\
+        --org o-1 --event note.created \\
+        --data '{"id": "n-1", "author": "ana@example.com", "text": "hello"}'
+
+``send`` prints ``HTTP 200 OK: success`` and this app prints the note. Sending the same
+command again is a duplicate: answered 200, the handler does not run twice. A wrong
+``--secret`` is answered 401.
+
+Note the ``Route`` (not ``Mount``) for the webhook path: ``Mount("/webhooks", ...)``
+only matches ``/webhooks/...`` and Starlette would answer ``POST /webhooks`` with a
+307 redirect, which the service counts as a temporary failure (spec §7) and retries
+forever.
+"""
+
+from __future__ import annotations
+
+import os
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from service_webhooks import Duration, Event, NoteCreated, SegmentTrendAlert, WebhookReceiver
+
+# mypy run on the source tree cannot see service_webhooks.adapters (a package-dir
+# mapping); on an installed wheel it can, hence both codes.
+from service_webhooks.adapters.asgi import (  # type: ignore[import-not-found,unused-ignore]
+    WebhookApp,
+)
+
+SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-dev-only")
+"""The endpoint's signing secret; set ``SERVICE_WEBHOOKS_SECRET`` outside development."""
+
+# "memory" forgets processed events on restart; use "sqlite:webhooks.sqlite3" (or Redis,
+# PostgreSQL) when duplicates must be caught across restarts and processes.
+receiver = WebhookReceiver(SECRET, store="memory")
+
+received: list[Event[NoteCreated] | Event[SegmentTrendAlert]] = []
+"""Every event the handlers ran for, oldest first (the tests read it)."""
+
+
+@receiver.on("note.created", version=1)
+def note_created(event: Event[NoteCreated]) -> None:
+    """A plain function: the receiver runs it in a worker thread under ASGI."""
+    received.append(event)
+    print(
+        f"[{event.organization_id}] note {event.data.id} by {event.data.author}: {event.data.text}"
+    )
+
+
+@receiver.on("segment.trend.alert", version=1)
+async def trend_alert(event: Event[SegmentTrendAlert]) -> None:
+    """An async handler. ``duration`` is a :class:`Duration`, or a new value as a str."""
+    received.append(event)
+    if event.data.duration == Duration.DAILY:
+        print(f"[{event.organization_id}] daily trend alert")
+    else:
+        print(f"[{event.organization_id}] trend alert ({event.data.duration})")
+
+
+async def home(request: Request) -> JSONResponse:
+    """The application's own routes keep working beside the webhook endpoint."""
+    return JSONResponse({"service": "example", "webhooks": "/webhooks", "received": len(received)})
+
+
+app = Starlette(
+    routes=[
+        Route("/", home),
+        Route("/webhooks", WebhookApp(receiver)),  # every method: the receiver answers 405
+    ]
+)
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    uvicorn.run(app, host="127.0.0.1", port=int(os.environ.get("PORT", "8000")))

@@ -1,0 +1,261 @@
+"""``service-webhooks listen``: a development receiver that prints every event it processes.
+
+It runs the real pipeline (:class:`~service_webhooks.WebhookReceiver` behind
+:class:`~service_webhooks.adapters.asgi.WebhookMiddleware`, served by uvicorn), so a
+delivery is authenticated (spec §5.2), decoded (spec §2.7), deduplicated and answered
+with the status the service expects (spec §7). One catch-all handler prints each
+processed event on stdout: a readable line by default, or with ``--json`` exactly one
+JSON object per line, flushed at once::
+
+    {"eventName": "note.created", "version": 1, "organizationId": "o-1", "data": {...}}
+
+A duplicate (same organization and body) is answered 200 without running the handler,
+so it prints nothing. Everything else (where it listens, uvicorn's logs, the receiver's
+one line per request) goes to stderr, so stdout can be piped to ``jq``.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import socket
+import sys
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+import click
+import msgspec
+
+# mypy run on the source tree cannot see service_webhooks.adapters (a package-dir
+# mapping); on an installed wheel it can, hence both codes.
+from service_webhooks.adapters.asgi import (  # type: ignore[import-not-found,unused-ignore]
+    WebhookMiddleware,
+)
+from service_webhooks.dispatch import Handler
+from service_webhooks.events import Event
+from service_webhooks.exceptions import ConfigurationError
+from service_webhooks.receiver import WebhookReceiver
+from service_webhooks.signing import DEFAULT_TOLERANCE
+
+__all__ = ["listen"]
+
+SECRET_ENVVAR = "SERVICE_WEBHOOKS_SECRET"  # noqa: S105 - a variable name, not a secret
+"""Environment variable read when no ``--secret`` is given (whitespace-separated list)."""
+
+_SUMMARY_WIDTH = 100  # characters of compact JSON shown per event in readable mode
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="TCP port; 0 picks a free one (printed on stderr).",
+)
+@click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    envvar=SECRET_ENVVAR,
+    show_envvar=True,
+    help="Signing secret; repeat for rotation, newest first (spec §5.2). "
+    "The environment variable may hold several, separated by spaces.",
+)
+@click.option(
+    "--path",
+    default="/webhooks",
+    show_default=True,
+    help="Request path deliveries are POSTed to; other paths answer 404.",
+)
+@click.option(
+    "--store",
+    default="memory",
+    show_default=True,
+    metavar="memory|sqlite:PATH",
+    help="Idempotency store. 'memory' (the default here) forgets processed events on "
+    "restart; 'sqlite:PATH' keeps them in a file.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object per event on stdout "
+    '({"eventName", "version", "organizationId", "data"}).',
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    default=float(DEFAULT_TOLERANCE),
+    show_default=True,
+    help="Largest accepted difference between the signature's t and now, in seconds.",
+)
+def listen(
+    host: str,
+    port: int,
+    secrets: Sequence[str],
+    path: str,
+    store: str,
+    as_json: bool,
+    tolerance: float,
+) -> None:
+    """Run a development receiver and print each event it processes.
+
+    Deliveries are verified, deduplicated and answered exactly as in production
+    (200 processed or duplicate, 401 bad signature or old timestamp, 400 malformed
+    envelope, 413 too large). Stop it with Ctrl-C.
+
+    \b
+    Try it from another terminal:
+      service-webhooks send http://127.0.0.1:8000/webhooks --secret S --org o-1 \\
+        --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
+    """
+    import uvicorn  # deferred: `service-webhooks --help` stays fast
+
+    if not secrets:
+        raise click.UsageError(f"no signing secret: pass --secret S or set {SECRET_ENVVAR}")
+    if not path.startswith("/"):
+        raise click.BadParameter("must start with '/'", param_hint="--path")
+    if store != "memory" and not (store.startswith("sqlite:") and len(store) > len("sqlite:")):
+        raise click.BadParameter("expected 'memory' or 'sqlite:PATH'", param_hint="--store")
+    try:
+        receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance)
+    except ConfigurationError as error:
+        raise click.UsageError(str(error)) from error
+    receiver.on_any(_json_printer() if as_json else _readable_printer())
+    app = WebhookMiddleware(_not_found(path), receiver=receiver, path=path)
+
+    try:
+        sock = _bind(host, port)
+    except OSError as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
+    bound_port: int = sock.getsockname()[1]
+    url = f"http://{_url_host(host)}:{bound_port}{path}"
+    click.echo(f"service-webhooks: listening on {url} (store: {store})", err=True)
+    click.echo(
+        f"service-webhooks: try: service-webhooks send {url} --secret ... --org o-1 "
+        '--event note.created --data \'{"id": "n-1", "author": "a@b.c", "text": "hi"}\'',
+        err=True,
+    )
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=_log_config(),
+        access_log=True,
+        server_header=False,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _json_printer() -> Handler:
+    """A catch-all handler writing one JSON object per event on stdout, flushed."""
+    encoder = msgspec.json.Encoder()
+
+    async def print_json(event: Event[Any]) -> None:
+        line = encoder.encode(
+            {
+                "eventName": event.name,
+                "version": event.version,
+                "organizationId": event.organization_id,
+                "data": msgspec.to_builtins(event.data),
+            }
+        )
+        sys.stdout.buffer.write(line + b"\n")
+        sys.stdout.buffer.flush()
+
+    return print_json
+
+
+def _readable_printer() -> Handler:
+    """A catch-all handler printing ``time  org  event vN  {compact data}`` with rich."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+
+    async def print_readable(event: Event[Any]) -> None:
+        summary = msgspec.json.encode(msgspec.to_builtins(event.data)).decode()
+        if len(summary) > _SUMMARY_WIDTH:
+            summary = summary[: _SUMMARY_WIDTH - 1] + "…"
+        now = datetime.datetime.now().strftime("%H:%M:%S")
+        line = Text.assemble(
+            (now, "dim"),
+            "  ",
+            (event.organization_id, "cyan"),
+            "  ",
+            (event.name, "bold green"),
+            (f" v{event.version}", "green"),
+            "  ",
+            summary,
+        )
+        console.print(line)
+        console.file.flush()
+
+    return print_readable
+
+
+def _not_found(path: str) -> ASGIApp:
+    """The app behind the middleware: every other path answers 404 with a hint."""
+    body = f"not found: deliveries are POSTed to {path}\n".encode()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        start: Message = {
+            "type": "http.response.start",
+            "status": 404,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind and listen before uvicorn starts, so port 0 is resolved and reported.
+
+    Raises:
+        OSError: The address is in use, not local, or does not resolve.
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging config with every handler on stderr, plus the receiver's logger."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    config["loggers"]["service_webhooks"] = {
+        "handlers": ["default"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config

@@ -1,0 +1,180 @@
+"""``service-webhooks send``: sign and POST one delivery, then classify the answer.
+
+It behaves like one delivery attempt of the service (spec §6.1): ``POST`` with
+``Content-Type: application/json; charset=utf-8`` and a fresh ``Service-Signature``
+(spec §5.2), a 10 s deadline for the whole exchange (spec §8), redirects not followed,
+no proxy from the environment. The answer is classified as the service would (spec §7):
+
+=====================================  =============================  =========
+receiver's answer                      printed                        exit code
+=====================================  =============================  =========
+200-299                                success                        0
+500-599, 302, 303, 307, 429            temporary failure (retried)    1
+any other status                       permanent failure              1
+no answer within 10 s, not transmitted temporary failure              1
+=====================================  =============================  =========
+
+The body is either an envelope built from ``--event``/``--version``/``--data`` (compact
+JSON, so sending the same arguments twice sends the same bytes: a duplicate), or the
+bytes of ``--body-file`` exactly as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import IO, Any
+
+import click
+import httpx
+
+from service_webhooks.delivery.classification import (
+    Failure,
+    Result,
+    classify_failure,
+    classify_status,
+)
+from service_webhooks.exceptions import SignatureFormatError
+from service_webhooks.testing.signer import Signer
+
+__all__ = ["DEADLINE", "send"]
+
+DEADLINE = 10.0
+"""Seconds the whole attempt may take, connect to last byte (spec §8 "response wait")."""
+
+_SHOWN_RESPONSE = 200  # characters of the response body echoed for information
+
+_LABELS = {
+    Result.SUCCESS: "success",
+    Result.TEMPORARY_FAILURE: "temporary failure (the service would retry)",
+    Result.PERMANENT_FAILURE: "permanent failure (the service would not retry)",
+}
+
+
+@click.command()
+@click.argument("url")
+@click.option(
+    "--secret",
+    required=True,
+    envvar="SERVICE_WEBHOOKS_SECRET",
+    show_envvar=True,
+    help="The endpoint's signing secret.",
+)
+@click.option("--org", required=True, help="Organization ID to sign as (the o of spec §5.2).")
+@click.option("--event", "event_name", metavar="NAME", help="eventName, e.g. note.created.")
+@click.option(
+    "--version",
+    "event_version",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Payload version of the envelope (spec §9).",
+)
+@click.option("--data", metavar="JSON", help="The envelope's data, as JSON text.")
+@click.option(
+    "--body-file",
+    type=click.File("rb"),
+    help="Send this file's bytes as the body, unchanged ('-' reads stdin).",
+)
+@click.option(
+    "--timestamp",
+    type=click.IntRange(min=0),
+    help="Sign as of this Unix time in seconds (default: now), e.g. to see a replay refused.",
+)
+def send(
+    url: str,
+    secret: str,
+    org: str,
+    event_name: str | None,
+    event_version: int,
+    data: str | None,
+    body_file: IO[bytes] | None,
+    timestamp: int | None,
+) -> None:
+    """Sign and POST one delivery to URL and print how the service would classify the answer.
+
+    Give either --event and --data, or --body-file. Exit code 0 on success (2xx),
+    1 on any failure (spec §7), 2 on a usage error.
+
+    \b
+    Example:
+      service-webhooks send http://127.0.0.1:8000/webhooks --secret S --org o-1 \\
+        --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
+    """
+    _check_url(url)
+    signer = Signer(secret, organization_id=org)
+    try:
+        if body_file is not None:
+            if event_name is not None or data is not None:
+                raise click.UsageError("give either --body-file or --event/--data, not both")
+            body = body_file.read()
+            headers = signer.headers(body, timestamp=timestamp)
+        else:
+            if event_name is None or data is None:
+                raise click.UsageError("give --event NAME and --data JSON, or --body-file FILE")
+            body, headers = signer.delivery(
+                event_name, _parse_json(data), version=event_version, timestamp=timestamp
+            )
+    except SignatureFormatError as error:
+        raise click.BadParameter(str(error), param_hint="--org") from error
+    headers["User-Agent"] = "service-webhooks-send"
+
+    what = f"{event_name} v{event_version}" if event_name is not None else "body file"
+    click.echo(f"POST {url}  {what}  org {org}  ({len(body)} bytes)")
+    try:
+        status, reason, text = asyncio.run(_post(url, body, headers))
+    except httpx.HTTPError as error:
+        result = classify_failure(_failure_of(error))
+        detail = str(error) or type(error).__name__
+        click.echo(f"no response ({type(error).__name__}: {detail}): {_LABELS[result]}")
+        raise SystemExit(1) from None
+    result = classify_status(status)
+    click.echo(f"HTTP {status} {reason}: {_LABELS[result]}".replace("  ", " "))
+    if text:
+        click.echo(f"response: {text}")
+    raise SystemExit(0 if result is Result.SUCCESS else 1)
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise click.BadParameter(f"not valid JSON: {error}", param_hint="--data") from error
+
+
+async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str, str]:
+    """POST within :data:`DEADLINE`; returns ``(status, reason phrase, body excerpt)``.
+
+    Raises:
+        httpx.HTTPError: Not transmitted, or no complete answer (the overall
+            deadline is raised as :class:`httpx.TimeoutException`).
+    """
+    async with httpx.AsyncClient(
+        timeout=DEADLINE, follow_redirects=False, trust_env=False
+    ) as client:
+        try:
+            async with asyncio.timeout(DEADLINE):
+                response = await client.post(url, content=body, headers=headers)
+        except TimeoutError as error:
+            raise httpx.TimeoutException(f"no complete answer within {DEADLINE:g} s") from error
+    excerpt = response.text[:_SHOWN_RESPONSE].strip()
+    return response.status_code, response.reason_phrase, excerpt
+
+
+def _check_url(url: str) -> None:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as error:
+        raise click.BadParameter(str(error), param_hint="URL") from error
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise click.BadParameter("expected an http:// or https:// URL", param_hint="URL")
+
+
+def _failure_of(error: httpx.HTTPError) -> Failure:
+    if isinstance(error, httpx.TimeoutException):
+        return Failure.TIMEOUT
+    if isinstance(error, httpx.ConnectError):
+        return Failure.REFUSED
+    if isinstance(error, httpx.ProtocolError):
+        return Failure.PROTOCOL
+    return Failure.TRANSPORT

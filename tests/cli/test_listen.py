@@ -1,0 +1,191 @@
+"""``service-webhooks listen`` as a real subprocess, fed by ``service-webhooks send`` and httpx."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from service_webhooks import SIGNATURE_HEADER, sign
+from service_webhooks.cli import main
+
+pytestmark = pytest.mark.e2e
+
+COMMAND = str(Path(sys.executable).with_name("service-webhooks"))
+NEW, OLD = "whsec-listen-new", "whsec-listen-old"
+ORG = "o-LISTEN-us1"
+CONTENT_TYPE = "application/json; charset=utf-8"
+
+
+@dataclass
+class Listener:
+    process: subprocess.Popen[bytes]
+    url: str
+    stdout: Path
+    stderr: Path
+
+    def lines(self) -> list[str]:
+        return self.stdout.read_text("utf-8").splitlines()
+
+
+def start(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Listener:
+    stdout, stderr = tmp / "stdout", tmp / "stderr"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [COMMAND, "listen", "--port", "0", *args],
+            stdout=out,
+            stderr=err,
+            env={**os.environ, **(env or {})},
+        )
+    deadline = time.monotonic() + 15
+    while True:
+        match = re.search(r"listening on (http://\S+)", stderr.read_text())
+        if match:
+            break
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"listen did not start:\n{stderr.read_text()}")
+        time.sleep(0.05)
+    return Listener(process, match.group(1), stdout, stderr)
+
+
+def stop(listener: Listener) -> None:
+    listener.process.send_signal(signal.SIGINT)
+    try:
+        listener.process.wait(10)
+    except subprocess.TimeoutExpired:
+        listener.process.kill()
+        listener.process.wait()
+
+
+@pytest.fixture(scope="module")
+def listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
+    running = start(tmp_path_factory.mktemp("listen"), "--secret", NEW, "--secret", OLD, "--json")
+    yield running
+    stop(running)
+
+
+def send_cli(url: str, secret: str, data: str, event: str = "note.created") -> tuple[int, str]:
+    done = subprocess.run(
+        [COMMAND, "send", url, "--secret", secret, "--org", ORG, "--event", event, "--data", data],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.returncode, done.stdout
+
+
+def post(url: str, body: bytes, secret: str) -> httpx.Response:
+    headers = {"Content-Type": CONTENT_TYPE, SIGNATURE_HEADER: sign(body, secret, ORG)}
+    return httpx.post(url, content=body, headers=headers, timeout=10)
+
+
+def test_stderr_tells_where_and_how(listener: Listener) -> None:
+    log = listener.stderr.read_text()
+    assert re.search(r"listening on http://127\.0\.0\.1:\d+/webhooks \(store: memory\)", log)
+    assert f"service-webhooks send {listener.url} --secret ... --org" in log
+
+
+def test_send_prints_one_json_line_then_duplicate_prints_nothing(listener: Listener) -> None:
+    data = '{"id": "n-cli", "author": "ana@example.com", "text": "h\\u00e9llo", "extra": 1}'
+    code, output = send_cli(listener.url, NEW, data)
+    assert code == 0
+    assert "HTTP 200 OK: success" in output.splitlines()
+    matching = [line for line in listener.lines() if "n-cli" in line]
+    assert len(matching) == 1
+    assert json.loads(matching[0]) == {
+        "eventName": "note.created",
+        "version": 1,
+        "organizationId": ORG,
+        "data": {"id": "n-cli", "author": "ana@example.com", "text": "héllo"},
+    }
+    # every line of stdout is one JSON object (no log line leaked into it)
+    for line in listener.lines():
+        assert set(json.loads(line)) == {"eventName", "version", "organizationId", "data"}
+
+    code, output = send_cli(listener.url, NEW, data)  # same bytes: a duplicate
+    assert code == 0
+    assert "HTTP 200 OK: success" in output.splitlines()
+    assert "duplicate" in output
+    assert len([line for line in listener.lines() if "n-cli" in line]) == 1
+
+
+def test_wrong_secret_is_401_permanent_failure(listener: Listener) -> None:
+    code, output = send_cli(listener.url, "not-the-secret", '{"id": "n-bad"}')
+    assert code == 1
+    assert "HTTP 401 Unauthorized: permanent failure (the service would not retry)" in (
+        output.splitlines()
+    )
+    assert not [line for line in listener.lines() if "n-bad" in line]
+
+
+def test_httpx_delivery_with_the_old_secret_and_an_unknown_event(listener: Listener) -> None:
+    body = b'{"eventName": "segment.trend.alert", "version": 1, "data": {"duration": "WEEKLY"}}'
+    assert post(listener.url, body, OLD).status_code == 200
+    body = b'{"eventName": "thing.new", "version": 2, "data": {"k": [1, null, "x"], "id": "u-1"}}'
+    assert post(listener.url, body, NEW).status_code == 200
+    assert post(listener.url, b'{"eventName": "x", "id": "u-2"}', "wrong").status_code == 401
+
+    lines = [json.loads(line) for line in listener.lines()]
+    assert {
+        "eventName": "segment.trend.alert",
+        "version": 1,
+        "organizationId": ORG,
+        "data": {"duration": "WEEKLY"},
+    } in lines
+    assert {
+        "eventName": "thing.new",
+        "version": 2,
+        "organizationId": ORG,
+        "data": {"k": [1, None, "x"], "id": "u-1"},
+    } in lines
+    assert not [line for line in listener.lines() if "u-2" in line]
+
+
+def test_other_paths_answer_404(listener: Listener) -> None:
+    other = listener.url.removesuffix("/webhooks") + "/other"
+    assert httpx.get(other, timeout=10).status_code == 404
+
+
+def test_readable_output_sqlite_store_and_secret_from_environment(tmp_path: Path) -> None:
+    store = tmp_path / "events.sqlite3"
+    running = start(
+        tmp_path, "--store", f"sqlite:{store}", env={"SERVICE_WEBHOOKS_SECRET": "env-secret"}
+    )
+    try:
+        data = '{"id": "n-r", "author": "a@b.c", "text": "t"}'
+        code, output = send_cli(running.url, "env-secret", data)
+        assert code == 0, output
+        [line] = running.lines()
+        assert re.fullmatch(
+            rf"\d\d:\d\d:\d\d  {ORG}  note\.created v1  "
+            r'\{"id":"n-r","author":"a@b\.c","text":"t"\}',
+            line,
+        )
+        assert store.exists()
+    finally:
+        stop(running)
+    assert "Shutting down" in running.stderr.read_text()
+
+
+def test_missing_secret_is_a_usage_error() -> None:
+    result = CliRunner(env={"SERVICE_WEBHOOKS_SECRET": None}).invoke(main, ["listen"])
+    assert result.exit_code == 2
+    assert "no signing secret: pass --secret S or set SERVICE_WEBHOOKS_SECRET" in result.output
+
+
+def test_bad_store_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["listen", "--secret", "s", "--store", "redis://x"])
+    assert result.exit_code == 2
+    assert "expected 'memory' or 'sqlite:PATH'" in result.output
