@@ -9,9 +9,14 @@ on a status code: :class:`~service_webhooks.WebhookReceiver` decides everything.
 ::
 
     receiver = WebhookReceiver(secrets=...)
-    app = Starlette(routes=[Mount("/webhooks", app=WebhookApp(receiver))])
+    app = Starlette(routes=[Route("/webhooks", WebhookApp(receiver))])
+    fastapi_app.add_route("/webhooks", WebhookApp(receiver), methods=["POST"])
     # or, in front of any ASGI app:
     app = WebhookMiddleware(app, receiver=receiver, path="/webhooks")
+
+Use ``Route``, not ``Mount``: a ``Mount("/webhooks", ...)`` answers ``POST /webhooks``
+with a 307 redirect to ``/webhooks/``, which the service retries and never follows
+(spec §7), so every delivery would fail.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ try:
     import click
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "the service-webhooks command needs the 'cli' extra: "
-        "pip install 'service-webhooks[cli]'"
+        "the service-webhooks command needs the 'cli' extra: pip install 'service-webhooks[cli]'"
     ) from error
 
 __all__ = ["main"]
@@ -25,5 +24,9 @@ def main() -> None:
 
 # Command registrations: one import and one add_command per module.
 from .api import api  # noqa: E402
+from .deliver import deliver, trigger  # noqa: E402
+from .listen import listen  # noqa: E402
+from .send import send  # noqa: E402
 
-main.add_command(api)
+for command in (listen, send, trigger, deliver, api):
+    main.add_command(command)
