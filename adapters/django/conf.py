@@ -1,0 +1,93 @@
+"""``settings.SERVICE_WEBHOOKS`` -> the :class:`~service_webhooks.WebhookReceiver`.
+
+Keys (only ``SECRETS`` is required)::
+
+    SERVICE_WEBHOOKS = {
+        "SECRETS": "whsec-...",          # or a list (rotation, newest first), or a dict
+                                         # {organization ID: secret(s)}, or a callable
+        "TOLERANCE": 300,                # seconds (spec §5.2)
+        "MAX_BODY_SIZE": 1048576,        # bytes (spec §6.1)
+        "LEASE": 120, "RETENTION": 259200,   # seconds
+        "UNHANDLED_STATUS": 200,
+        "IDEMPOTENCY_KEY": "myapp.keys.by_data_id",   # callable or dotted path
+        "STORE": {"BACKEND": "service_webhooks.adapters.django.store.DjangoStore",
+                  "OPTIONS": {"using": "default"}},   # or a store, "memory", "sqlite:PATH"
+        "TRANSACTIONAL": False,          # handler DB work + record in one transaction
+        "ASYNC_VIEW": None,              # None: async view under ASGI, sync under WSGI
+    }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import SimpleLazyObject
+from django.utils.module_loading import import_string
+
+from service_webhooks.receiver import WebhookReceiver
+
+__all__ = ["SETTING", "build_receiver", "get_config", "receiver"]
+
+SETTING = "SERVICE_WEBHOOKS"
+_STORES = "service_webhooks.adapters.django.store."
+_ARGUMENTS = {
+    "SECRETS": "secrets",
+    "TOLERANCE": "tolerance",
+    "MAX_BODY_SIZE": "max_body_size",
+    "IDEMPOTENCY_KEY": "idempotency_key",
+    "LEASE": "lease",
+    "RETENTION": "retention",
+    "UNHANDLED_STATUS": "unhandled_status",
+}
+
+
+def get_config() -> Mapping[str, Any]:
+    """The ``SERVICE_WEBHOOKS`` settings dict (empty when unset)."""
+    config: Mapping[str, Any] = getattr(settings, SETTING, None) or {}
+    return config
+
+
+def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
+    """A receiver from ``config`` (default: ``settings.SERVICE_WEBHOOKS``).
+
+    Raises:
+        ImproperlyConfigured: No ``SECRETS``, or a ``STORE`` backend that cannot be
+            imported or (with ``TRANSACTIONAL``) is not a ``TransactionalStore``.
+        ConfigurationError: A value out of range (messages never show a secret).
+    """
+    config = get_config() if config is None else config
+    if not config.get("SECRETS"):
+        raise ImproperlyConfigured(f"settings.{SETTING}['SECRETS'] is not set")
+    options = {arg: config[key] for key, arg in _ARGUMENTS.items() if key in config}
+    if isinstance(options.get("idempotency_key"), str):
+        options["idempotency_key"] = import_string(options["idempotency_key"])
+    transactional = bool(config.get("TRANSACTIONAL"))
+    default = _STORES + ("TransactionalStore" if transactional else "DjangoStore")
+    store = config.get("STORE", {"BACKEND": default})
+    if isinstance(store, Mapping):
+        store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
+    if not transactional:
+        return WebhookReceiver(store=store, **options)
+    from .store import TransactionalReceiver, TransactionalStore
+
+    if not isinstance(store, TransactionalStore):
+        raise ImproperlyConfigured("TRANSACTIONAL needs a TransactionalStore backend")
+    return TransactionalReceiver(store=store, **options)
+
+
+def _unconfigured(organization_id: str) -> None:
+    return None  # no secret at all: every delivery is refused (401); check E001 says why
+
+
+def _project_receiver() -> WebhookReceiver:
+    config = get_config()
+    return build_receiver(config if config.get("SECRETS") else {**config, "SECRETS": _unconfigured})
+
+
+receiver = cast(WebhookReceiver, SimpleLazyObject(_project_receiver))
+"""The project's receiver, built from settings on first use; register handlers on it.
+Without ``SECRETS`` it refuses every delivery (fail closed) and ``manage.py check``
+reports ``service_webhooks.E001``."""

@@ -1,0 +1,160 @@
+"""Idempotency records in the project's database, through the ORM (DESIGN.md "Idempotency").
+
+:class:`DjangoStore` is race-safe on PostgreSQL and SQLite: a claim is an ``INSERT``
+guarded by the table's unique key (one concurrent inserter wins), else an ``UPDATE``
+whose ``WHERE`` only matches an expired record (one concurrent updater wins, the
+database re-checks the condition under the row lock). Times are Unix seconds from the
+application's clock, so every process must share a clock (NTP).
+
+:class:`TransactionalStore` with :class:`TransactionalReceiver` (``"TRANSACTIONAL":
+True``): the claim commits at once, then a transaction opens on the store's database
+for the handlers; completing the record commits it together with the handlers'
+writes, releasing it (a handler raised) rolls them back. A crash in between commits
+nothing, and the retry, once the lease runs out, redoes both: exactly-once effects
+for database work done by synchronous handlers on the same database alias.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from service_webhooks.outcome import Outcome
+from service_webhooks.receiver import WebhookReceiver
+from service_webhooks.stores.base import ClaimState, SyncStore
+
+from .models import DONE, IN_FLIGHT, IdempotencyRecord
+
+__all__ = ["DjangoStore", "TransactionalReceiver", "TransactionalStore"]
+
+
+class DjangoStore(SyncStore):
+    """The store protocol over :class:`~.models.IdempotencyRecord`.
+
+    Args:
+        using: The database alias (``DATABASES`` key) holding the records.
+        clock: Current time in Unix seconds; defaults to :func:`time.time`.
+
+    Database errors propagate; the receiver answers 503 for them (fail closed). The
+    async twins run in Django's thread-sensitive executor, like Django's async ORM.
+    """
+
+    def __init__(self, *, using: str = "default", clock: Callable[[], float] | None = None):
+        self.using = using
+        self._clock = clock or time.time
+        self._records = IdempotencyRecord.objects.db_manager(using)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(using={self.using!r})"
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        now = self._clock()
+        fields = {"state": IN_FLIGHT, "token": token, "expires_at": now + lease}
+        try:
+            with transaction.atomic(using=self.using):  # a savepoint inside a transaction
+                self._records.create(key=key, updated_at=timezone.now(), **fields)
+            return ClaimState.NEW
+        except IntegrityError:
+            pass
+        if self._take(key, now, fields):  # an expired record: the lease ran out
+            return ClaimState.NEW
+        live = self._records.filter(key=key, expires_at__gt=now)
+        state = live.values_list("state", flat=True).first()
+        return ClaimState.DONE if state == DONE else ClaimState.IN_FLIGHT
+
+    def complete(self, key: str, token: str, retention: float) -> bool:
+        now = self._clock()
+        fields = {"state": DONE, "token": token, "expires_at": now + retention}
+        owned = Q(token=token) | Q(expires_at__lte=now)
+        if self._records.filter(owned, key=key).update(updated_at=timezone.now(), **fields):
+            return True
+        try:  # no record at all (released, pruned): record it now
+            with transaction.atomic(using=self.using):
+                self._records.create(key=key, updated_at=timezone.now(), **fields)
+            return True
+        except IntegrityError:
+            return False
+
+    def release(self, key: str, token: str) -> bool:
+        deleted, _ = self._records.filter(key=key, token=token, state=IN_FLIGHT).delete()
+        return deleted > 0
+
+    def prune(self) -> int:
+        """Delete every expired record now; returns how many were deleted."""
+        deleted, _ = self._records.filter(expires_at__lte=self._clock()).delete()
+        return deleted
+
+    def _take(self, key: str, now: float, fields: dict[str, Any]) -> bool:
+        taken = self._records.filter(key=key, expires_at__lte=now)
+        return taken.update(updated_at=timezone.now(), **fields) == 1
+
+    async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
+        return await sync_to_async(self.claim)(key, token, lease)
+
+    async def acomplete(self, key: str, token: str, retention: float) -> bool:
+        return await sync_to_async(self.complete)(key, token, retention)
+
+    async def arelease(self, key: str, token: str) -> bool:
+        return await sync_to_async(self.release)(key, token)
+
+
+class TransactionalStore(DjangoStore):
+    """A :class:`DjangoStore` holding a transaction open from claim to complete/release.
+
+    Use it only through :class:`TransactionalReceiver`, which runs the claim, the
+    handlers and the completion in one thread (one database connection).
+    """
+
+    def __init__(self, *, using: str = "default", clock: Callable[[], float] | None = None):
+        super().__init__(using=using, clock=clock)
+        self._open: dict[str, Any] = {}  # token -> the entered transaction.atomic
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        state = super().claim(key, token, lease)  # committed before the handlers run
+        if state is ClaimState.NEW:
+            atomic = transaction.atomic(using=self.using)
+            atomic.__enter__()
+            self._open[token] = atomic
+        return state
+
+    def complete(self, key: str, token: str, retention: float) -> bool:
+        atomic = self._open.pop(token, None)
+        if atomic is None:
+            return super().complete(key, token, retention)
+        try:
+            done = super().complete(key, token, retention)
+            if not done:  # another worker owns the key now and redoes the work
+                raise _Rollback
+        except BaseException as error:
+            atomic.__exit__(type(error), error, error.__traceback__)
+            if isinstance(error, _Rollback):
+                return False
+            raise
+        atomic.__exit__(None, None, None)  # commit: handler writes + DONE record together
+        return True
+
+    def release(self, key: str, token: str) -> bool:
+        atomic = self._open.pop(token, None)
+        if atomic is not None:
+            atomic.__exit__(_Rollback, _Rollback(), None)  # undo the handlers' writes
+        return super().release(key, token)
+
+
+class _Rollback(Exception):
+    pass
+
+
+class TransactionalReceiver(WebhookReceiver):
+    """A receiver whose ``aprocess`` runs ``process`` in Django's thread-sensitive
+    executor, so the claim, the handlers and the record share one connection."""
+
+    async def aprocess(
+        self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
+    ) -> Outcome:
+        return await sync_to_async(self.process)(body, signature, method=method)

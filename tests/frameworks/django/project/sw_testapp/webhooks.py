@@ -1,0 +1,26 @@
+"""Handlers discovered by the app's autodiscovery (like admin.py)."""
+
+import time
+from typing import Any
+
+from service_webhooks import Event, Unprocessable
+from service_webhooks.adapters.django import receiver
+
+from .models import Delivery
+
+
+@receiver.on("note.created")
+def note_created(event: Event[Any]) -> None:
+    Delivery.objects.create(note_id=event.data.id)
+    if event.data.text == "slow":
+        time.sleep(0.5)
+
+
+@receiver.on("test.raise")
+def raises(event: Event[Any]) -> None:
+    raise RuntimeError("the database is down")
+
+
+@receiver.on("test.refuse")
+def refuses(event: Event[Any]) -> None:
+    raise Unprocessable("this event can never be processed")
