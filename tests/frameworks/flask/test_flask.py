@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import time
 import uuid
@@ -263,5 +264,18 @@ def test_the_adapter_module_stays_small() -> None:
 
     assert module.__file__ is not None
     with open(module.__file__, encoding="utf-8") as source:
-        code = [line for line in source if line.strip() and not line.strip().startswith("#")]
-    assert len(code) < 200
+        assert lines_of_code(source.read()) < 200
+
+
+def lines_of_code(source: str) -> int:
+    """Lines that are not blank, comments or docstrings."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        value = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            docstrings.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return sum(
+        1
+        for number, line in enumerate(source.splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#") and number not in docstrings
+    )

@@ -1,0 +1,168 @@
+"""The Django app's pieces: system checks, signals, read-only admin, prune command, size."""
+
+from __future__ import annotations
+
+import ast
+import io
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core import checks
+from django.core.management import call_command
+from django.test import Client, override_settings
+
+from service_webhooks import Secret
+from service_webhooks.adapters.django import receiver, signals
+from service_webhooks.adapters.django.models import IdempotencyRecord
+from service_webhooks.dispatch import Router
+
+SECRET = "whsec-django-0123456789abcdef0123456789abcdef"
+
+
+def ids() -> list[str]:
+    return [message.id or "" for message in checks.run_checks(tags=["service_webhooks"])]
+
+
+def test_a_configured_project_passes_its_checks() -> None:
+    assert ids() == []
+
+
+def test_no_secret_is_an_error_with_a_hint() -> None:
+    with override_settings(SERVICE_WEBHOOKS={"TOLERANCE": 300}):
+        [message] = checks.run_checks(tags=["service_webhooks"])
+    assert (message.id, message.level) == ("service_webhooks.E001", checks.ERROR)
+    assert "SECRETS" in str(message.hint)
+
+
+def test_invalid_settings_are_an_error() -> None:
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": SECRET, "TOLERANCE": -1}):
+        assert ids() == ["service_webhooks.E002"]
+
+
+@pytest.mark.parametrize(
+    "secrets",
+    ["short", [SECRET, b"short"], {"o-A": SECRET, "o-B": [Secret("short")]}],
+    ids=["str", "rotation", "per-organization"],
+)
+def test_a_secret_shorter_than_32_bytes_is_a_warning(secrets: Any) -> None:
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": secrets}):
+        assert ids() == ["service_webhooks.W001"]
+
+
+def test_no_handler_is_a_warning() -> None:
+    registered, receiver.router = receiver.router, Router()
+    try:
+        assert ids() == ["service_webhooks.W002"]
+    finally:
+        receiver.router = registered
+
+
+def test_the_project_receiver_without_secrets_refuses_everything(kit: ModuleType) -> None:
+    from service_webhooks.adapters.django import conf
+
+    with override_settings(SERVICE_WEBHOOKS={"STORE": "memory"}):
+        unconfigured = conf._project_receiver()
+    body = kit.envelope()
+    assert unconfigured.process(body, kit.signed(body)).status == 401  # fail closed
+
+
+def test_signals_received_processed_and_failed(kit: ModuleType) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def on_received(sender: Any, event: Any, **kwargs: Any) -> None:
+        seen.append(("received", event.name))
+
+    def on_processed(sender: Any, event: Any, **kwargs: Any) -> None:
+        seen.append(("processed", event.name))
+
+    def on_failed(sender: Any, event: Any, error: BaseException, **kwargs: Any) -> None:
+        seen.append(("failed", type(error).__name__))
+
+    signals.webhook_received.connect(on_received)
+    signals.webhook_processed.connect(on_processed)
+    signals.webhook_failed.connect(on_failed)
+    signals.install()
+    try:
+        for name, status in (("signal.only", 200), ("test.raise", 500)):
+            body = kit.envelope(name)
+            response = Client().post(
+                "/webhooks/", data=body, content_type="application/json",
+                headers={kit.SIGNATURE_HEADER: kit.signed(body)},
+            )  # fmt: skip
+            assert response.status_code == status
+    finally:
+        signals.webhook_received.disconnect(on_received)
+        signals.webhook_processed.disconnect(on_processed)
+        signals.webhook_failed.disconnect(on_failed)
+        receiver.remove(signals._send)
+    assert seen == [
+        ("received", "signal.only"),
+        ("processed", "signal.only"),
+        ("failed", "RuntimeError"),
+    ]
+
+
+def test_the_admin_lists_records_read_only() -> None:
+    key = f"admin-{uuid.uuid4().hex}"
+    IdempotencyRecord.objects.create(
+        key=key, state="done", token="t", expires_at=time.time() + 60, updated_at=_now()
+    )
+    user = User.objects.create_superuser(f"admin-{uuid.uuid4().hex[:8]}", "a@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+    listing = client.get("/admin/service_webhooks/idempotencyrecord/")
+    assert listing.status_code == 200
+    assert key in listing.content.decode()
+    assert client.get("/admin/service_webhooks/idempotencyrecord/add/").status_code == 403
+    record = IdempotencyRecord.objects.get(key=key)
+    change = client.post(f"/admin/service_webhooks/idempotencyrecord/{record.pk}/change/", {})
+    assert change.status_code == 403
+    assert IdempotencyRecord.objects.get(key=key).state == "done"
+
+
+def test_prune_deletes_only_expired_records() -> None:
+    expired, live = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"
+    for key, expires in ((expired, time.time() - 1), (live, time.time() + 3600)):
+        IdempotencyRecord.objects.create(
+            key=key, state="done", token="t", expires_at=expires, updated_at=_now()
+        )
+    out = io.StringIO()
+    call_command("service_webhooks_prune", stdout=out)
+    assert "Deleted" in out.getvalue()
+    remaining = set(
+        IdempotencyRecord.objects.filter(key__in=[expired, live]).values_list("key", flat=True)
+    )
+    assert remaining == {live}
+
+
+def test_the_app_files_stay_small() -> None:
+    import service_webhooks.adapters.django as app
+
+    folder = Path(app.__file__ or "").parent
+    files = [p for p in folder.rglob("*.py") if "migrations" not in p.parts]
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 400
+
+
+def _now() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def lines_of_code(source: str) -> int:
+    """Lines that are not blank, comments or docstrings."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        value = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            docstrings.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return sum(
+        1
+        for number, line in enumerate(source.splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#") and number not in docstrings
+    )
