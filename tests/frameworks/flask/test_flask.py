@@ -279,3 +279,26 @@ def lines_of_code(source: str) -> int:
         for number, line in enumerate(source.splitlines(), 1)
         if line.strip() and not line.strip().startswith("#") and number not in docstrings
     )
+
+
+def test_the_example_app_answers_deliveries(
+    kit: ModuleType, tmp_path: Any, monkeypatch: Any
+) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("SERVICE_WEBHOOKS_SECRET", kit.SECRET)
+    monkeypatch.setenv("SERVICE_WEBHOOKS_STORE", f"sqlite:{tmp_path / 'example.sqlite3'}")
+    path = Path(__file__).parents[3] / "examples" / "flask_app.py"
+    spec = importlib.util.spec_from_file_location("sw_tests_example_flask_app", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    client = module.app.test_client()
+    for name in ("note.created", "a.new.event"):  # the second reaches on_any
+        body = kit.envelope(name)
+        response = client.post(
+            "/webhooks", data=body, headers={kit.SIGNATURE_HEADER: kit.signed(body)}
+        )
+        assert (response.status_code, response.json["reason"]) == (200, "processed")

@@ -1,0 +1,11 @@
+"""Discovered at startup, like admin.py: register handlers on the project's receiver."""
+
+from service_webhooks import Event, NoteCreated
+from service_webhooks.adapters.django import receiver
+
+from .models import Note
+
+
+@receiver.on("note.created")
+def note_created(event: Event[NoteCreated]) -> None:
+    Note.objects.create(note_id=event.data.id, author=event.data.author, text=event.data.text)
