@@ -11,7 +11,7 @@
    1,000 events offered at once into an in-memory transport; deliveries counted per
    window.
 
-Run: ``.venv/bin/python bench/bench_delivery.py [--events 5000] [--concurrency 8]``.
+Run: ``.venv/bin/python bench/bench_delivery.py [--events 5000] [--concurrency 4]``.
 Results and the machine go in ``docs/benchmarks.md``.
 """
 
@@ -126,7 +126,7 @@ async def rate_real(limit: int = 200, window: float = 2.0, events: int = 1000) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000)
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
