@@ -74,8 +74,12 @@ def _length(request: HttpRequest) -> int | None:
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
+_SIGNATURE_META = "HTTP_" + WebhookReceiver.signature_header.upper().replace("-", "_")
+
+
 def _signature(request: HttpRequest) -> str | None:
-    return request.headers.get(WebhookReceiver.signature_header)  # repeats joined by ","
+    value = request.META.get(_SIGNATURE_META)  # servers join repeated headers with ","
+    return value if isinstance(value, str) else None
 
 
 def _stream(request: HttpRequest) -> IO[bytes] | HttpRequest:
