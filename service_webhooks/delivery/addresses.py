@@ -151,6 +151,10 @@ class SystemResolver:
 
     async def resolve(self, host: str, port: int) -> Sequence[str]:
         """See :meth:`Resolver.resolve`."""
+        try:  # a canonical literal needs no lookup (other spellings go to getaddrinfo)
+            return [str(ipaddress.ip_address(host.strip("[]").partition("%")[0]))]
+        except ValueError:
+            pass
         loop = asyncio.get_running_loop()
         try:
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
