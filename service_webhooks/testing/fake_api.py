@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -57,7 +57,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "STATES",
@@ -68,6 +68,7 @@ __all__ = [
     "RecordedRequest",
     "make_operations",
     "make_versions",
+    "serve",
 ]
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -426,42 +427,50 @@ class FakeAPI:
         short-lived event loop per request, so it works from any sync code)."""
         return _SyncASGITransport(self)
 
-    @contextmanager
-    def serve(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
-        """Run the fake with uvicorn in a background thread (real HTTP).
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> AbstractContextManager[str]:
+        """Run this fake over real HTTP; see :func:`serve`."""
+        return serve(self, host, port)
 
-        Args:
-            host: Interface to bind; keep the loopback default in tests.
-            port: TCP port; 0 picks a free one.
 
-        Yields:
-            The base URL, for example ``"http://127.0.0.1:54321"``.
+@contextmanager
+def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Run an ASGI app with uvicorn in a background thread (real HTTP).
 
-        Raises:
-            RuntimeError: The server did not start within 10 seconds.
-        """
-        import uvicorn  # test dependency, imported only when a real server is wanted
+    Args:
+        app: The app, typically a :class:`FakeAPI`.
+        host: Interface to bind; keep the loopback default in tests.
+        port: TCP port; 0 picks a free one.
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        config = uvicorn.Config(
-            self, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=2
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        try:
-            deadline = time.monotonic() + 10
-            while not server.started:
-                if not thread.is_alive() or time.monotonic() > deadline:
-                    raise RuntimeError("the fake API server did not start")
-                time.sleep(0.01)
-            yield f"http://{host}:{sock.getsockname()[1]}"
-        finally:
-            server.should_exit = True
-            thread.join(10)
-            sock.close()
+    Yields:
+        The base URL, for example ``"http://127.0.0.1:54321"``.
+
+    Raises:
+        RuntimeError: The server did not start within 10 seconds.
+    """
+    import uvicorn  # test dependency, imported only when a real server is wanted
+
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then
+    # (without it, Nagle + delayed ACK add ~40 ms to every response).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    config = uvicorn.Config(
+        app, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the API server did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
 
 
 class _SyncASGITransport(httpx.BaseTransport):
