@@ -78,9 +78,11 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: f
 
 
 def note_body(note_id: str) -> bytes:
+    """A ``note.created`` body; its text is ``"slow"`` when the id starts with ``slow``."""
+    text = b"slow" if note_id.startswith("slow") else b"scale"
     return (
         b'{"eventName":"note.created","version":1,"data":{"id":"%s","author":"a@b.c",'
-        b'"text":"scale"}}' % note_id.encode()
+        b'"text":"%s"}}' % (note_id.encode(), text)
     )
 
 
@@ -89,6 +91,7 @@ class Answer:
     note_id: str
     status: int  # 0: no answer (connection failed)
     reason: str
+    seconds: float = 0.0  # from sending the request to reading the whole answer
 
 
 async def _post(
@@ -123,6 +126,7 @@ async def _deliver(url: str, note_ids: list[str], concurrency: int, timeout: flo
         connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         while queue:
             note_id = queue.pop()
+            started = time.monotonic()
             try:
                 if connection is None:
                     connection = await asyncio.open_connection("127.0.0.1", port)
@@ -135,7 +139,7 @@ async def _deliver(url: str, note_ids: list[str], concurrency: int, timeout: flo
                     connection[1].close()
                 connection = None
                 continue
-            answers.append(Answer(note_id, status, reason))
+            answers.append(Answer(note_id, status, reason, time.monotonic() - started))
         if connection is not None:
             connection[1].close()
             with contextlib.suppress(OSError):
@@ -172,12 +176,12 @@ class Server:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Server]]:
-    """``serve(env, workers=1) -> Server`` running ``scale_app:app``."""
+    """``serve(env, workers=1, app="scale_app:app") -> Server`` (modules in this folder)."""
     servers: list[Server] = []
 
-    def start(env: dict[str, str], workers: int = 1) -> Server:
+    def start(env: dict[str, str], workers: int = 1, app: str = "scale_app:app") -> Server:
         port = port_is_free()
-        command = [sys.executable, "-m", "uvicorn", "scale_app:app", "--app-dir", str(HERE)]
+        command = [sys.executable, "-m", "uvicorn", app, "--app-dir", str(HERE)]
         command += ["--port", str(port), "--log-level", "error", "--no-access-log"]
         if workers > 1:
             command += ["--workers", str(workers)]

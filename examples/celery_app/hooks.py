@@ -1,0 +1,51 @@
+"""Webhooks whose handler takes longer than the service's 10 s deadline, via Celery.
+
+The web process verifies, deduplicates (a shared Redis store) and enqueues; a Celery
+worker runs the slow handler. Run it (see README.md)::
+
+    celery -A hooks:celery_app worker --pool=solo --loglevel=info      # the worker
+    uvicorn hooks:web --port 8000 --workers 2               # the receiver
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from celery import Celery
+
+from service_webhooks import Event, NoteCreated, WebhookReceiver
+from service_webhooks.adapters.asgi import WebhookApp
+from service_webhooks.handoff import CeleryHandoff
+from service_webhooks.stores.redis import RedisStore
+
+REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-example-change-me-0123456789abcdef")
+WORK_SECONDS = float(os.environ.get("EXAMPLE_WORK_SECONDS", "30"))
+
+log = logging.getLogger("hooks")
+
+# Both processes import this module: the web process to enqueue, the worker to run.
+celery_app = Celery("hooks", broker=REDIS)
+store = RedisStore.from_url(REDIS, prefix="example:idempotency:")
+handoff = CeleryHandoff(celery_app, store=store)  # store=: the worker dedups too
+
+
+@handoff.on("note.created")
+def index_note(event: Event[NoteCreated]) -> None:
+    """Runs in the Celery worker, with the same Event the receiver built."""
+    log.info("indexing note %s by %s ...", event.data.id, event.data.author)
+    time.sleep(WORK_SECONDS)  # stands for slow work: far beyond the 10 s deadline
+    log.info("indexed note %s", event.data.id)
+
+
+@handoff.on_any
+def log_other(event: Event[Any]) -> None:
+    log.info("received %s v%d", event.name, event.version)
+
+
+receiver = WebhookReceiver(secrets=SECRET, store=store)
+handoff.attach(receiver)  # the receiver's only handler: enqueue, then answer 200
+web = WebhookApp(receiver)

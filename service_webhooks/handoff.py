@@ -1,0 +1,206 @@
+"""Hand slow work to Celery: answer the service in milliseconds, run the handler later.
+
+The service waits at most 10 s for an answer (spec §3.3). When a handler may take
+longer, register it on a :class:`CeleryHandoff` instead of the receiver: the receiver
+still verifies, decodes and *claims* the delivery, then its only handler enqueues the
+event to a Celery task and the receiver answers 200 once the broker has accepted the
+message. A Celery worker rebuilds the same :class:`~service_webhooks.events.Event`
+from the raw body and runs your handlers::
+
+    app = Celery("hooks", broker="redis://127.0.0.1:6379/1")
+    handoff = CeleryHandoff(app)
+
+    @handoff.on("note.created")          # runs in the Celery worker
+    def index_note(event): ...
+
+    receiver = WebhookReceiver(secrets=..., store=RedisStore.from_url(...))
+    handoff.attach(receiver)             # the receiver enqueues and answers 200
+
+The delivery's idempotency claim happens before the enqueue, so a duplicated delivery
+is enqueued once. If the broker does not accept the message, :meth:`enqueue` raises
+:class:`HandoffError` and the receiver answers 5xx (the claim is released, so the
+service's retry enqueues again): never 2xx for an event that is not safely queued.
+With RabbitMQ, set ``broker_transport_options={"confirm_publish": True}`` so
+"accepted" means confirmed by the broker; Redis accepts synchronously.
+
+Celery itself delivers at least once (a worker lost with ``acks_late`` or a Redis
+visibility timeout re-delivers). Pass ``store=`` to also deduplicate on the worker:
+each task then claims ``"task:" + idempotency key`` before running the handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import secrets
+from typing import Any
+
+from .dispatch import Router
+from .envelope import decode_envelope
+from .events import Event
+from .exceptions import ConfigurationError, StoreError
+from .receiver import DEFAULT_LEASE, DEFAULT_RETENTION, WebhookReceiver
+from .stores.base import ClaimState, IdempotencyStore
+
+try:
+    import celery  # type: ignore[import-untyped]
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "CeleryHandoff needs Celery: pip install 'service-webhooks[celery]'"
+    ) from error
+
+__all__ = ["DEFAULT_TASK_NAME", "CeleryHandoff", "HandoffError"]
+
+logger = logging.getLogger("service_webhooks")
+
+DEFAULT_TASK_NAME = "service_webhooks.handle_event"
+
+_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+
+
+class HandoffError(StoreError):
+    """The broker did not accept the event; the delivery must be retried (5xx)."""
+
+    reason = "handoff_failed"
+
+
+class CeleryHandoff:
+    """Enqueue events to one Celery task; run the registered handlers in the worker.
+
+    Args:
+        app: The Celery application (the same in the web process and the worker).
+        task_name: The registered task's name.
+        queue: The queue to send to (default: Celery's routing).
+        store: Optional idempotency store for worker-side deduplication (see the
+            module docstring); the receiver's store can be shared.
+        lease: Seconds a worker-side claim holds (``store`` only).
+        retention: Seconds a worker-side done record is kept (``store`` only).
+        retry_policy: Kombu publish retry policy; the default gives up within about
+            half a second so the answer stays far inside the 10 s deadline.
+
+    Raises:
+        ConfigurationError: ``app`` is not a Celery application.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        task_name: str = DEFAULT_TASK_NAME,
+        queue: str | None = None,
+        store: IdempotencyStore | None = None,
+        lease: float = DEFAULT_LEASE,
+        retention: float = DEFAULT_RETENTION,
+        retry_policy: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(app, celery.Celery):
+            raise ConfigurationError("CeleryHandoff needs a celery.Celery application")
+        self.app = app
+        self.queue = queue
+        self.store = store
+        self.lease = lease
+        self.retention = retention
+        self.retry_policy = dict(_RETRY_POLICY if retry_policy is None else retry_policy)
+        self.router = Router()
+        self.on = self.router.on
+        self.on_any = self.router.on_any
+
+        def handle_event(body: str, organization_id: str, timestamp: int, key: str) -> str:
+            return self.run(body, organization_id, timestamp, key)
+
+        self.task: Any = app.task(name=task_name, ignore_result=True)(handle_event)
+
+    def __repr__(self) -> str:
+        return f"CeleryHandoff(task={self.task.name!r}, queue={self.queue!r})"
+
+    # -- the web process ----------------------------------------------------------------
+
+    def attach(
+        self,
+        receiver: WebhookReceiver,
+        event_name: str | None = None,
+        *,
+        version: int | None = None,
+    ) -> None:
+        """Register :meth:`enqueue` on ``receiver``: for ``event_name`` (and ``version``),
+        or for every event when ``event_name`` is ``None``."""
+        if event_name is None:
+            receiver.on_any(self.enqueue)
+        else:
+            receiver.on(event_name, self.enqueue, version=version)
+
+    def enqueue(self, event: Event[Any]) -> None:
+        """Send ``event`` to the task; return once the broker accepted it.
+
+        A receiver handler (sync: under ``aprocess`` it runs in a worker thread).
+
+        Raises:
+            HandoffError: The broker refused or could not be reached within the retry
+                policy; the message never names the broker URL.
+        """
+        args = (
+            event.body.decode("utf-8"),
+            event.organization_id,
+            event.timestamp,
+            event.idempotency_key,
+        )
+        try:
+            self.task.apply_async(
+                args=args, queue=self.queue, retry=True, retry_policy=self.retry_policy
+            )
+        except Exception as error:
+            logger.error("service_webhooks: enqueue to Celery failed: %s", type(error).__name__)
+            raise HandoffError("the task queue did not accept the event") from error
+
+    # -- the Celery worker -------------------------------------------------------------
+
+    def run(self, body: str, organization_id: str, timestamp: int, idempotency_key: str) -> str:
+        """The task body: rebuild the event and run its handlers (in the worker).
+
+        Returns:
+            ``"processed"``, ``"duplicate"`` (worker-side store says done) or
+            ``"unhandled"``.
+
+        Raises:
+            Exception: Whatever a handler raised (the worker-side claim is released
+                first), so Celery's own retry settings apply.
+        """
+        raw = body.encode("utf-8")
+        envelope = decode_envelope(raw)
+        event: Event[Any] = Event(
+            envelope.event_name,
+            envelope.version,
+            envelope.data,
+            organization_id,
+            timestamp,
+            idempotency_key,
+            raw,
+        )
+        handlers = self.router.handlers_for(event.name, event.version)
+        if not handlers:
+            return "unhandled"
+        token = secrets.token_hex(16)
+        key = "task:" + idempotency_key
+        if self.store is not None:
+            state = self.store.claim(key, token, self.lease)
+            if state is ClaimState.DONE:
+                return "duplicate"
+            if state is ClaimState.IN_FLIGHT:
+                raise HandoffError("the same event is running in another worker")
+        try:
+            for registration in handlers:
+                result = registration.handler(event)
+                if inspect.isawaitable(result):
+                    asyncio.run(_await(result))
+        except BaseException:
+            if self.store is not None:
+                self.store.release(key, token)
+            raise
+        if self.store is not None:
+            self.store.complete(key, token, self.retention)
+        return "processed"
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
