@@ -43,6 +43,7 @@ from .base import ClaimState
 try:
     import psycopg
     from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -105,6 +106,12 @@ def _table(name: str) -> sql.Composed:
     return sql.SQL(".").join(sql.Identifier(part) for part in parts)
 
 
+def _with_timeout(conninfo: str | None, seconds: float) -> str:
+    """libpq ``options`` adding the statement timeout to those ``conninfo`` sets."""
+    given = str(conninfo_to_dict(conninfo).get("options") or "") if conninfo else ""
+    return f"{given} -c statement_timeout={round(seconds * 1000)}".strip()
+
+
 def _state(row: tuple[Any, ...] | None) -> ClaimState:
     if row is None:
         # The holder released or its record expired between our statement's snapshot
@@ -129,7 +136,9 @@ class PostgresStore:
         max_size: Most connections each pool this store opens holds.
         timeout: Seconds to wait for a pool connection (also the connect timeout)
             before failing; keep it well under the service's 10 s deadline.
-        statement_timeout: Seconds after which the server cancels a statement.
+        statement_timeout: Seconds after which the server cancels a statement (added
+            to any ``options`` the connection string sets, e.g.
+            ``options=-c synchronous_commit=off``).
         prune_every: Delete expired rows once every this many successful claims made
             by this object (0: never; call :meth:`prune` yourself).
 
@@ -178,7 +187,7 @@ class PostgresStore:
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, round(timeout)),
-            "options": f"-c statement_timeout={round(statement_timeout * 1000)}",
+            "options": _with_timeout(conninfo, statement_timeout),
         }
         self._prune_every = prune_every
         self._claims = 0

@@ -157,3 +157,16 @@ def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delitem(sys.modules, "service_webhooks.stores.postgres")
     with pytest.raises(ImportError, match=r"service-webhooks\[postgres\]"):
         importlib.import_module("service_webhooks.stores.postgres")
+
+
+def test_statement_timeout_joins_the_options_of_the_url(admin: Admin) -> None:
+    store = PostgresStore(
+        URL + "?options=-c%20synchronous_commit%3Doff", statement_timeout=2.5, min_size=1
+    )
+    with store._sync_pool().connection() as connection:
+        settings = [
+            connection.execute(f"SHOW {name}").fetchone()
+            for name in ("synchronous_commit", "statement_timeout")
+        ]
+    assert settings == [("off",), ("2500ms",)]
+    store.close()
