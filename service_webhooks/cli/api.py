@@ -26,7 +26,7 @@ import httpx
 import msgspec
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..api import Client, Operation, PrivacySettingsVersion, is_never
 from ..api.models import OperationState, OperationType
@@ -117,7 +117,14 @@ def _hint_next(token: str | None) -> None:
 
 
 def _versions_table(versions: list[PrivacySettingsVersion]) -> Table:
-    table = Table("last updated (UTC)", "by", "blocks", "ajax watches", "privacy mode", "no IPs")
+    table = Table(
+        Column("last updated (UTC)", no_wrap=True),
+        Column("by", overflow="fold"),
+        "blocks",
+        "ajax watches",
+        Column("privacy mode", overflow="fold"),
+        "drop IPs",
+    )
     for version in versions:
         meta = version.metadata
         table.add_row(
@@ -132,9 +139,15 @@ def _versions_table(versions: list[PrivacySettingsVersion]) -> Table:
 
 
 def _operations_table(operations: list[Operation]) -> Table:
-    table = Table("id", "type", "state", "created (UTC)", "finished (UTC)", "%", "error")
-    for column in (table.columns[0], table.columns[3], table.columns[4]):
-        column.no_wrap = True
+    table = Table(
+        Column("id", no_wrap=True),
+        Column("type", no_wrap=True),
+        "state",
+        Column("created (UTC)", no_wrap=True),
+        Column("finished (UTC)", no_wrap=True),
+        "%",
+        Column("error", overflow="fold"),
+    )
     for op in operations:
         table.add_row(
             op.id,

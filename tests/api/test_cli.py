@@ -1,0 +1,130 @@
+"""``service-webhooks api ...`` through click's CliRunner, against the fake API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from service_webhooks.cli import main
+from service_webhooks.testing.fake_api import FakeAPI, Fault
+
+ENV = {"SERVICE_API_KEY": "test-key", "SERVICE_API_BASE_URL": "http://fake.invalid"}
+
+
+@pytest.fixture
+def fake() -> FakeAPI:
+    return FakeAPI()
+
+
+def run(fake: FakeAPI, *args: str, env: dict[str, str] | None = None) -> Result:
+    obj: dict[str, Any] = {"api_transport": fake.sync_transport()}
+    return CliRunner().invoke(main, ["api", *args], env=ENV if env is None else env, obj=obj)
+
+
+def lines(result: Result) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_operations_json_lines_keep_the_filters(fake: FakeAPI) -> None:
+    result = run(fake, "operations", "--state", "PENDING", "--type", "DELETE_USER", "--json")
+    assert result.exit_code == 0, result.output
+    rows = lines(result)
+    assert rows
+    assert {(r["state"], r["type"]) for r in rows} == {("PENDING", "DELETE_USER")}
+    assert rows[0]["finishedAt"] == "0001-01-01T00:00:00Z"
+    assert dict(fake.requests[0].params) == {"state": "PENDING", "type": "DELETE_USER"}
+
+
+def test_operations_all_follows_every_page(fake: FakeAPI) -> None:
+    result = run(fake, "operations", "--all", "--limit", "5", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in lines(result)] == [op["id"] for op in fake.operations]
+    assert len(fake.requests) == 13
+
+
+def test_operations_table_shows_never(fake: FakeAPI) -> None:
+    result = run(fake, "operations", "--state", "PENDING", "--limit", "3")
+    assert result.exit_code == 0, result.output
+    assert "op-0000" in result.stdout
+    assert "never" in result.stdout
+    assert "--pagination-token" in result.stderr
+
+
+def test_privacy_history_one_page_by_default(fake: FakeAPI) -> None:
+    result = run(fake, "privacy-history", "--limit", "4", "--json")
+    assert result.exit_code == 0, result.output
+    rows = lines(result)
+    assert len(rows) == 4
+    assert rows[0]["metadata"]["lastUpdatedBy"] == fake.versions[0]["metadata"]["lastUpdatedBy"]
+    assert "--pagination-token" in result.stderr
+
+
+def test_privacy_history_all_as_a_table(fake: FakeAPI) -> None:
+    result = run(fake, "privacy-history", "--all", "--limit", "10")
+    assert result.exit_code == 0, result.output
+    assert len(fake.requests) == 5
+    assert "PRIVACY" in result.stdout
+    assert result.stdout.count("admin") == 42
+
+
+def test_privacy_history_limit_is_checked_before_any_request(fake: FakeAPI) -> None:
+    result = run(fake, "privacy-history", "--limit", "101")
+    assert result.exit_code == 2
+    assert fake.requests == []
+
+
+def test_invalid_state_is_a_usage_error(fake: FakeAPI) -> None:
+    result = run(fake, "operations", "--state", "DONE")
+    assert result.exit_code == 2
+    assert fake.requests == []
+
+
+def test_cancel(fake: FakeAPI) -> None:
+    result = run(fake, "cancel", "op-0000")
+    assert result.exit_code == 0, result.output
+    assert "cancelled op-0000" in result.stdout
+    assert fake.requests[0].raw_path == "/operations/v1/op-0000/cancel"
+
+
+def test_cancel_refused_exits_1_with_the_reason(fake: FakeAPI) -> None:
+    result = run(fake, "cancel", "op-0001")
+    assert result.exit_code == 1
+    assert "409" in result.stderr
+    assert "not cancelable" in result.stderr
+
+
+def test_api_key_option_overrides_the_environment(fake: FakeAPI) -> None:
+    result = run(fake, "operations", "--api-key", "wrong", "--json")
+    assert result.exit_code == 1
+    assert "401" in result.stderr
+    assert "wrong" not in result.output
+    assert fake.requests[0].headers["authorization"] == "Basic wrong"
+
+
+def test_missing_api_key_is_a_usage_error(fake: FakeAPI) -> None:
+    result = run(fake, "operations", env={"SERVICE_API_BASE_URL": "http://fake.invalid"})
+    assert result.exit_code == 2
+    assert "--api-key" in result.stderr
+    assert fake.requests == []
+
+
+def test_server_errors_are_reported(fake: FakeAPI) -> None:
+    fake.inject(Fault(status=500))
+    result = run(fake, "privacy-history")
+    assert result.exit_code == 1
+    assert "500" in result.stderr
+
+
+@pytest.mark.e2e
+def test_cli_over_real_http(fake: FakeAPI) -> None:
+    with fake.serve() as base_url:
+        result = CliRunner().invoke(
+            main,
+            ["api", "operations", "--all", "--limit", "20", "--json", "--base-url", base_url],
+            env={"SERVICE_API_KEY": "test-key"},
+        )
+    assert result.exit_code == 0, result.output
+    assert len(lines(result)) == 62
