@@ -331,6 +331,12 @@ def stream_oversized(port: int, path: str, *, chunked: bool, size: int = 2 * MAX
     return int(received.split(b" ", 2)[1])
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop this run's PostgreSQL database (atexit does it too, should this not run)."""
+    if "SW_DJANGO_PG" in ENV:
+        _drop_pg_database()
+
+
 # -- fixtures --------------------------------------------------------------------------
 
 
