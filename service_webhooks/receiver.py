@@ -47,8 +47,8 @@ from .exceptions import (
 from .outcome import DUPLICATE, HANDLER_FAILED, IN_FLIGHT, PROCESSED, Outcome, outcome_for_error
 from .signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
 from .stores.base import MIN_RETENTION, ClaimState, IdempotencyStore
-from .stores.memory import MemoryStore
 from .stores.sqlite import SQLiteStore
+from .stores.url import store_from_url
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_RETENTION", "WebhookReceiver", "default_idempotency_key"]
 
@@ -59,6 +59,9 @@ DEFAULT_LEASE = 120.0
 
 DEFAULT_RETENTION = 72 * 3600.0
 """Seconds a processed key is remembered (events are retried for 24 h, spec §3.3)."""
+
+DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
+"""The idempotency store used when none is given: a SQLite file in the working directory."""
 
 KeyFunction = Callable[[Event[Any]], str]
 
@@ -80,9 +83,9 @@ class WebhookReceiver:
             rotation), a mapping ``organization ID -> secrets`` or a callable; see
             :mod:`service_webhooks.credentials`.
         tolerance: Largest accepted ``abs(now - t)`` in seconds (spec §5.2; 300).
-        store: The idempotency store: an :class:`~service_webhooks.stores.IdempotencyStore`,
-            ``"memory"`` for a :class:`~service_webhooks.stores.MemoryStore`, or a SQLite
-            file path (``"sqlite:PATH"`` or ``PATH``). Default: SQLite at
+        store: The idempotency store: an :class:`~service_webhooks.stores.IdempotencyStore`
+            or a URL for :func:`~service_webhooks.stores.store_from_url` (``"memory"``,
+            ``"sqlite:PATH"``, ``"redis://…"``, ``"postgresql://…"``). Default: SQLite at
             ``./service_webhooks.sqlite3`` (the file is created on first use).
         max_body_size: Largest accepted body in bytes (spec §2.7: 1 MiB).
         idempotency_key: ``key(event) -> str`` to deduplicate on your own identity
@@ -282,9 +285,10 @@ class WebhookReceiver:
             except Exception:
                 logger.exception("service_webhooks: an error hook raised")
         if isinstance(error, Unprocessable):
-            logger.warning(
-                "service_webhooks: handler refused %s: %s", plan.event.name, error, exc_info=False
-            )
+            logger.warning("service_webhooks: handler refused %s: %s", plan.event.name, error)
+            return self._answer(plan, outcome_for_error(error))
+        if isinstance(error, StoreError):  # e.g. a task queue refused the hand-off: 503
+            logger.error("service_webhooks: %s for %s: %s", error.reason, plan.event.name, error)
             return self._answer(plan, outcome_for_error(error))
         logger.error(
             "service_webhooks: handler for %s failed; answered 500 so the service retries",
@@ -392,13 +396,10 @@ _STORE_METHODS = ("claim", "complete", "release", "aclaim", "acomplete", "arelea
 
 
 def _open_store(config: IdempotencyStore | str | None) -> IdempotencyStore:
-    if config is None or isinstance(config, str):
-        if config == "memory":
-            return MemoryStore()
-        path = "service_webhooks.sqlite3" if config is None else config.removeprefix("sqlite:")
-        if not path:
-            raise ConfigurationError("store='sqlite:' needs a file path")
-        return SQLiteStore(path)
+    if config is None:
+        return SQLiteStore(DEFAULT_SQLITE_PATH)
+    if isinstance(config, str):
+        return store_from_url(config)
     if not all(callable(getattr(config, name, None)) for name in _STORE_METHODS):
         raise ConfigurationError(
             "store must be an IdempotencyStore (claim/complete/release and a-twins), "

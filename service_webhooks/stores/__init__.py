@@ -1,22 +1,53 @@
 """Idempotency stores: the :class:`IdempotencyStore` protocol and its backends.
 
-=====================  ==========================================  ==================
-backend                shared by                                   module
-=====================  ==========================================  ==================
-:class:`MemoryStore`   one process (tests, development)            ``stores.memory``
-:class:`SQLiteStore`   processes on one machine; survives restart  ``stores.sqlite``
-=====================  ==========================================  ==================
+=======================  =============================================  ===========
+backend                  shared by                                      extra
+=======================  =============================================  ===========
+:class:`MemoryStore`     one process (tests, development)               -
+:class:`SQLiteStore`     processes on one machine; survives restarts    -
+:class:`RedisStore`      processes and machines (redis-py)              ``redis``
+:class:`PostgresStore`   processes and machines (psycopg 3)             ``postgres``
+=======================  =============================================  ===========
+
+:func:`store_from_url` builds any of them from ``memory``, ``sqlite:PATH``,
+``redis://…`` or ``postgresql://…``. ``RedisStore`` and ``PostgresStore`` are imported
+on first use, so this package imports without their optional dependencies.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .base import MIN_RETENTION, ClaimState, IdempotencyStore, SyncStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
+from .url import store_from_env, store_from_url
+
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+    from .redis import RedisStore
 
 __all__ = [
     "MIN_RETENTION",
     "ClaimState",
     "IdempotencyStore",
     "MemoryStore",
+    "PostgresStore",
+    "RedisStore",
     "SQLiteStore",
     "SyncStore",
+    "store_from_env",
+    "store_from_url",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":
+        from .redis import RedisStore
+
+        return RedisStore
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

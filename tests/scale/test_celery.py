@@ -123,7 +123,8 @@ def test_a_broker_that_does_not_accept_fails_the_delivery_and_releases_the_claim
     handoff.attach(receiver)
     started = time.monotonic()
     outcome = receiver.process(BODY, sign(BODY, SECRET, "o-1"))
-    assert outcome.status >= 500  # retried by the service; never 2xx
+    assert (outcome.status, outcome.reason) == (503, "handoff_failed")  # retried, never 2xx
+    assert "Retry-After" in dict(outcome.headers)
     assert time.monotonic() - started < 5
     # the claim was released: the service's retry enqueues again
     assert store.state(default_idempotency_key("o-1", BODY)) is None
