@@ -298,6 +298,16 @@ def status_error(call: Call, response: httpx.Response, *, now: float) -> APIStat
     )
 
 
+def detach(response: httpx.Response) -> None:
+    """Drop the (consumed, closed) stream of a read response.
+
+    httpx's response and its bound stream refer to each other; left alone, each page's
+    bytes live until a full garbage collection. Breaking the cycle frees a page as soon
+    as it is decoded, so iterating keeps memory flat (one page held).
+    """
+    response.stream = httpx.ByteStream(b"")
+
+
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 

@@ -105,6 +105,7 @@ class AsyncClient:
             except httpx.RequestError as exc:
                 error = _core.connection_error(call, request.url.path, exc)
             else:
+                _core.detach(response)
                 error = self._core.outcome(call, response)
                 if error is None:
                     return response
