@@ -79,9 +79,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
     "--store",
     default="memory",
     show_default=True,
-    metavar="memory|sqlite:PATH",
-    help="Idempotency store. 'memory' (the default here) forgets processed events on "
-    "restart; 'sqlite:PATH' keeps them in a file.",
+    metavar="URL",
+    help="Idempotency store: 'memory' (the default here) forgets processed events on "
+    "restart; 'sqlite:PATH' keeps them in a file; 'redis://…' or 'postgresql://…' share "
+    "them between processes (the redis / postgres extras).",
 )
 @click.option(
     "--json",
@@ -123,12 +124,10 @@ def listen(
         raise click.UsageError(f"no signing secret: pass --secret S or set {SECRET_ENVVAR}")
     if not path.startswith("/"):
         raise click.BadParameter("must start with '/'", param_hint="--path")
-    if store != "memory" and not (store.startswith("sqlite:") and len(store) > len("sqlite:")):
-        raise click.BadParameter("expected 'memory' or 'sqlite:PATH'", param_hint="--store")
     try:
         receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance)
     except ConfigurationError as error:
-        raise click.UsageError(str(error)) from error
+        raise click.BadParameter(str(error), param_hint="--store") from error
     receiver.on_any(_json_printer() if as_json else _readable_printer())
     app = WebhookMiddleware(_not_found(path), receiver=receiver, path=path)
 
