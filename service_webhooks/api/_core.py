@@ -372,7 +372,7 @@ class RetryPolicy:
     max_retry_after: float = 60.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+        if type(self.max_retries) is not int or self.max_retries < 0:
             raise ConfigurationError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
         for name in ("backoff_base", "backoff_max", "max_retry_after"):
             value = getattr(self, name)

@@ -295,8 +295,8 @@ def test_cursor_stops_on_an_empty_or_missing_token(last: str | None) -> None:
     cursor.advance(cursor.call(), "t1")
     assert not cursor.done
     cursor.advance(cursor.call(), last)
-    assert cursor.done
     assert cursor.pages == 2
+    assert cursor.done
 
 
 def test_cursor_validates_limit_at_creation_and_on_change() -> None:
