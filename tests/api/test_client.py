@@ -101,20 +101,22 @@ async def test_history_limit_bounds_are_accepted(api: Api, limit: int) -> None:
 
 
 async def test_operations_keep_filters_on_every_page(api: Api) -> None:
-    pager = api.iter_operations(state="COMPLETED", type=OperationType.DELETE_USER, limit=1)
+    api.fake.operations[:], _ = make_operations(300)  # 20 of each (state, type)
+    pager = api.iter_operations(state="COMPLETED", type=OperationType.DELETE_USER, limit=3)
     pages = await api.pages(pager)
     expected = [
         op["id"]
         for op in api.fake.operations
         if op["state"] == "COMPLETED" and op["type"] == "DELETE_USER"
     ]
-    assert len(pages) == len(expected) == 4
+    assert len(expected) == 20
+    assert len(pages) == 7
     assert [op.id for p in pages for op in p.operations] == expected
     for request in api.fake.requests:
         params = dict(request.params)
         assert params["state"] == "COMPLETED"
         assert params["type"] == "DELETE_USER"
-        assert params["limit"] == "1"
+        assert params["limit"] == "3"
 
 
 async def test_operations_iterate_more_than_five_pages_with_a_changing_limit(api: Api) -> None:
@@ -396,3 +398,13 @@ def test_default_fake_data_covers_every_state_and_type() -> None:
     assert {(s.value, t.value) for s in OperationState for t in OperationType} <= pairs
     assert cancelable
     assert FakeAPI().cancelable == cancelable
+
+
+async def test_the_fake_refuses_a_token_used_with_other_filters(api: Api) -> None:
+    first = await api.list_operations(state="PENDING", limit=2)
+    with pytest.raises(APIStatusError) as caught:
+        await api.list_operations(
+            state="FAILED", limit=2, pagination_token=first.next_pagination_token
+        )
+    assert caught.value.status_code == 400
+    assert caught.value.body == {"message": "filter parameters changed between paged requests"}
