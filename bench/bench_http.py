@@ -19,13 +19,6 @@ implementations) in its own subprocess on a free 127.0.0.1 port:
   ``json.loads``, one field read): the code one would write without this library.
   It answers an empty 200.
 
-Two more, to explain the gap between the first and the fourth (not targets):
-
-* ``adapter-nobody``: ``adapter-raw`` behind a wrapper that drops the response body
-  (``Content-Length: 0``), i.e. what the adapter would cost if it answered 200 with no
-  body.
-* ``inline-jsonbody``: ``starlette-inline`` answering the adapter's small JSON body.
-
 Every request carries a distinct 1 KB signed body (the note id varies), so the
 idempotency store never answers "duplicate": the bodies are pre-generated into one file
 per wrk thread (signing cannot happen in Lua), and wrk's Lua script reads them line by
@@ -60,15 +53,7 @@ ORG = "org-bench-1"
 T = 1_700_000_000
 BODY_SIZE = 1024
 PATH = "/webhooks"
-CONTENDERS = (
-    "adapter",
-    "adapter-raw",
-    "adapter-nobody",
-    "starlette-bare",
-    "starlette-inline",
-    "inline-jsonbody",
-)
-OUTCOME_BODY = b'{"status":200,"reason":"processed"}'  # what the adapter answers
+CONTENDERS = ("adapter", "adapter-raw", "starlette-bare", "starlette-inline")
 WARMUP = 300  # requests each fresh server gets (checked for 200) before wrk starts
 
 LUA = r"""
@@ -168,8 +153,6 @@ def build_app(kind: str) -> Any:
         webhooks = WebhookApp(receiver)
         if kind == "adapter-raw":
             return webhooks
-        if kind == "adapter-nobody":
-            return _without_body(webhooks)
         return Starlette(routes=[Route(PATH, webhooks, methods=["POST"])])
 
     if kind == "starlette-bare":
@@ -179,9 +162,8 @@ def build_app(kind: str) -> Any:
 
         return Starlette(routes=[Route(PATH, bare, methods=["POST"])])
 
-    if kind in ("starlette-inline", "inline-jsonbody"):
+    if kind == "starlette-inline":
         key = SECRET.encode()
-        content = OUTCOME_BODY if kind == "inline-jsonbody" else b""
 
         async def inline(request: Request) -> Response:
             body = await request.body()
@@ -199,28 +181,11 @@ def build_app(kind: str) -> Any:
                 _ = json.loads(body)["data"]["id"]  # the handler reads one field
             except (KeyError, ValueError, TypeError):
                 return Response(status_code=400)
-            return Response(content, status_code=200, media_type="application/json")
+            return Response(status_code=200)
 
         return Starlette(routes=[Route(PATH, inline, methods=["POST"])])
 
     raise SystemExit(f"unknown server kind {kind!r}")
-
-
-def _without_body(app: Any) -> Any:
-    """Wrap an ASGI app so that its responses go out with an empty body."""
-
-    async def wrapper(scope: Any, receive: Any, send: Any) -> None:
-        async def send_without_body(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message["headers"] if k != b"content-length"]
-                message = {**message, "headers": [*headers, (b"content-length", b"0")]}
-            elif message["type"] == "http.response.body":
-                message = {**message, "body": b""}
-            await send(message)
-
-        await app(scope, receive, send_without_body)
-
-    return wrapper
 
 
 def serve(kind: str, port: int) -> None:
@@ -293,7 +258,7 @@ def warm_up(kind: str, port: int, round_index: int) -> None:
             )
             if response.status_code != 200:
                 raise SystemExit(f"{kind}: warm-up got {response.status_code} {response.text}")
-            if kind.startswith("adapter") and b'"processed"' not in response.content:
+            if kind in ("adapter", "adapter-raw") and b'"processed"' not in response.content:
                 raise SystemExit(f"{kind}: warm-up answer was not processed: {response.text}")
 
 
@@ -324,6 +289,13 @@ def run_wrk(
             data["rps"] = data["requests"] / (data["duration_us"] / 1e6)
             return data
     raise SystemExit(f"wrk printed no result:\n{result.stdout}\n{result.stderr}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine() -> str:
@@ -390,9 +362,12 @@ def main(argv: list[str] | None = None) -> int:
                 process, port = start_server(kind)
                 try:
                     warm_up(kind, port, round_index)
+                    cpu_before = cpu_seconds(process.pid)
                     outcome = run_wrk(
                         port, directory, args.threads, args.connections, args.duration
                     )
+                    cpu = cpu_seconds(process.pid) - cpu_before
+                    outcome["cpu_us"] = cpu / outcome["requests"] * 1e6
                 finally:
                     stop_server(process)
                 results[kind].append(outcome)
@@ -400,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"  round {round_index + 1} {kind:>16}: {outcome['rps']:8.0f} req/s, "
                     f"p50 {outcome['p50_us'] / 1000:6.2f} ms, p99 {outcome['p99_us'] / 1000:6.2f}"
                     f" ms, non-200 {outcome['non200']}, socket errors {outcome['socket_errors']}"
-                    f", wrapped {outcome['wrapped']}",
+                    f", wrapped {outcome['wrapped']}, server CPU {outcome['cpu_us']:.0f} µs/req",
                     file=sys.stderr,
                 )
 
@@ -410,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     header = (
         f"{'server':>16} | {'req/s':>8} | {'p50 ms':>7} | {'p99 ms':>7} | "
-        f"{'non-200':>7} | {'vs inline':>9} | {'vs bare':>7}"
+        f"{'non-200':>7} | {'vs inline':>9} | {'vs bare':>7} | {'CPU µs/req':>10}"
     )
     print(header)
     print("-" * len(header))
@@ -421,18 +396,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{kind:>16} | {rps:8.0f} | {median(kind, 'p50_us') / 1000:7.2f} | "
             f"{median(kind, 'p99_us') / 1000:7.2f} | "
             f"{sum(r['non200'] + r['socket_errors'] for r in results[kind]):7d} | "
-            f"{rps / inline_rps:9.2f} | {rps / bare_rps:7.2f}"
+            f"{rps / inline_rps:9.2f} | {rps / bare_rps:7.2f} | {median(kind, 'cpu_us'):10.0f}"
         )
-    print("(medians over rounds; req/s ratios per round, min..max:)")
-    for kind in ("adapter", "adapter-raw", "adapter-nobody"):
-        ratios = [
-            a["rps"] / i["rps"]
-            for a, i in zip(results[kind], results["starlette-inline"], strict=True)
-        ]
-        print(f"  {kind} / starlette-inline: {min(ratios):.2f}..{max(ratios):.2f}")
+    print("(medians over rounds; CPU µs/req is the server process's user + system time)")
+    print("Per round, against starlette-inline of the same round (median, min..max):")
+    for kind in ("adapter", "adapter-raw", "starlette-bare"):
+        for field, label in (("rps", "req/s"), ("cpu_us", "CPU µs/req")):
+            ratios = [
+                a[field] / i[field]
+                for a, i in zip(results[kind], results["starlette-inline"], strict=True)
+            ]
+            print(
+                f"  {kind:>14} {label:>10} ratio: {statistics.median(ratios):.2f} "
+                f"({min(ratios):.2f}..{max(ratios):.2f})"
+            )
 
     bad = sum(r["non200"] + r["socket_errors"] for rs in results.values() for r in rs)
-    wrapped = sum(r["wrapped"] for kind in CONTENDERS[:3] for r in results[kind])
+    wrapped = sum(r["wrapped"] for kind in CONTENDERS[:2] for r in results[kind])
     print()
     print(f"non-200 answers or socket errors, all servers: {bad}")
     if wrapped:
