@@ -9,12 +9,15 @@ the limit is :class:`~service_webhooks.exceptions.PayloadTooLargeError` (413).
 
 ``data`` is decoded straight into the typed model of :mod:`service_webhooks.events`
 when one exists for ``(eventName, version)``, else into plain JSON values. The body
-is never copied or turned into ``str``: msgspec reads the bytes directly.
+is never copied or turned into ``str``: msgspec reads the bytes directly. A known
+event is decoded in one pass (a union of typed envelopes tagged by ``eventName``);
+anything else, or anything that pass refuses, takes the general two-step path, whose
+verdict and error message are the ones that count.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 import msgspec
 
@@ -47,6 +50,27 @@ class Envelope(msgspec.Struct, frozen=True):
     data: Any
 
 
+def _one_pass_decoder() -> tuple[msgspec.json.Decoder[Any], dict[type, tuple[str, int]]]:
+    """A decoder for the union of typed envelopes, one per event name with one model."""
+    versions: dict[str, list[int]] = {}
+    for name, version in EVENT_MODELS:
+        versions.setdefault(name, []).append(version)
+    expected: dict[type, tuple[str, int]] = {}
+    for (name, version), model in EVENT_MODELS.items():
+        if len(versions[name]) == 1:
+            struct = msgspec.defstruct(
+                f"_{model.__name__}Envelope",
+                [("version", int), ("data", model)],
+                tag_field="eventName",
+                tag=name,
+                frozen=True,
+            )
+            expected[struct] = (name, version)
+    union = Union[tuple(expected)]  # type: ignore[valid-type]  # noqa: UP007
+    return msgspec.json.Decoder(union), expected
+
+
+_typed_decoder, _typed_versions = _one_pass_decoder()
 _envelope_decoder = msgspec.json.Decoder(_RawEnvelope)
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 _model_decoders: dict[tuple[str, int], msgspec.json.Decoder[Any]] = {
@@ -71,6 +95,14 @@ def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
     """
     if len(body) > max_size:
         raise PayloadTooLargeError(f"body is larger than {max_size} bytes")
+    try:
+        typed = _typed_decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        pass  # not a known event in its known shape: the general path decides
+    else:
+        name, version = _typed_versions[type(typed)]
+        if typed.version == version:
+            return Envelope(name, version, typed.data)
     try:
         raw = _envelope_decoder.decode(body)
         decoder = _model_decoders.get((raw.eventName, raw.version), _any_decoder)

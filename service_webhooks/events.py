@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -88,8 +87,7 @@ EVENT_MODELS: Mapping[tuple[str, int], type[msgspec.Struct]] = {
 """The typed model for each known ``(eventName, version)``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Event(Generic[DataT]):
+class Event(msgspec.Struct, Generic[DataT], frozen=True):
     """One authenticated, decoded delivery, as handed to a handler.
 
     Attributes:

@@ -29,7 +29,7 @@ Adapters write an :class:`Outcome` as it is; they never branch on its status.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from .exceptions import MethodNotAllowedError, WebhookError
 
@@ -42,8 +42,7 @@ The service does not shorten its backoff for it; it is there for humans and prox
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """How a receiver answers one delivery.
 
     Attributes:
@@ -57,8 +56,8 @@ class Outcome:
     status: int
     reason: str
     headers: tuple[tuple[str, str], ...] = ()
-    event_name: str | None = field(default=None, compare=False)
-    organization_id: str | None = field(default=None, compare=False)
+    event_name: str | None = None
+    organization_id: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,7 +67,13 @@ class Outcome:
     @property
     def body(self) -> bytes:
         """A small JSON body for humans; the service ignores it (spec §6.1)."""
-        return b'{"status":%d,"reason":"%s"}' % (self.status, self.reason.encode("ascii"))
+        key = (self.status, self.reason)
+        body = _BODIES.get(key)
+        if body is None:
+            body = b'{"status":%d,"reason":"%s"}' % (self.status, self.reason.encode("ascii"))
+            if len(_BODIES) < 256:
+                _BODIES[key] = body
+        return body
 
     @property
     def content_type(self) -> str:
@@ -76,6 +81,7 @@ class Outcome:
         return "application/json"
 
 
+_BODIES: dict[tuple[int, str], bytes] = {}
 _RETRY_AFTER = (("Retry-After", str(RETRY_AFTER_SECONDS)),)
 _ALLOW_POST = (("Allow", "POST"),)
 

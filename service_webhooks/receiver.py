@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import itertools
 import logging
 import secrets as _random
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 from .credentials import SecretsConfig, as_resolver
 from .dispatch import Registration, Router
@@ -66,8 +68,7 @@ DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
 KeyFunction = Callable[[Event[Any]], str]
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
+class _Plan(msgspec.Struct, frozen=True):
     """A delivery that passed every pure check and now needs the store and handlers."""
 
     event: Event[Any]
@@ -240,9 +241,10 @@ class WebhookReceiver:
         handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         organization_id = header.organization_id
         if not handlers:
+            unhandled = self.unhandled
             return self._log(
-                replace(
-                    self.unhandled, event_name=envelope.event_name, organization_id=organization_id
+                Outcome(
+                    unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
                 )
             )
         key = "" if self._key_function else default_idempotency_key(organization_id, body)
@@ -256,8 +258,9 @@ class WebhookReceiver:
             body,
         )
         if self._key_function is not None:
-            event = replace(event, idempotency_key=self._custom_key(self._key_function, event))
-        return _Plan(event, handlers, _random.token_hex(16))
+            custom = self._custom_key(self._key_function, event)
+            event = msgspec.structs.replace(event, idempotency_key=custom)
+        return _Plan(event, handlers, _new_token())
 
     @staticmethod
     def _custom_key(function: KeyFunction, event: Event[Any]) -> str:
@@ -272,7 +275,9 @@ class WebhookReceiver:
     def _answer(self, plan: _Plan, outcome: Outcome) -> Outcome:
         event = plan.event
         return self._log(
-            replace(outcome, event_name=event.name, organization_id=event.organization_id)
+            Outcome(
+                outcome.status, outcome.reason, outcome.headers, event.name, event.organization_id
+            )
         )
 
     def _failed(self, plan: _Plan, error: BaseException) -> Outcome:
@@ -380,6 +385,15 @@ async def _aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
     except Exception as error:
         logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
         return False
+
+
+_TOKEN_PREFIX = _random.token_hex(8)  # this process's; a counter makes each claim's unique
+_token_counter = itertools.count()
+
+
+def _new_token() -> str:
+    """A claim token unique across processes and calls, without a system call each time."""
+    return f"{_TOKEN_PREFIX}-{next(_token_counter)}"
 
 
 def default_idempotency_key(organization_id: str, body: bytes) -> str:
