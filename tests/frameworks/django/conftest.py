@@ -92,6 +92,8 @@ from django.db import connections  # noqa: E402
 from service_webhooks import MAX_BODY_SIZE, SIGNATURE_HEADER, default_idempotency_key, sign  # noqa: E402
 
 connections.close_all()
+for _name in ENV:  # configured now; subprocesses (other tests' workers) must not inherit it
+    os.environ.pop(_name, None)
 
 
 @dataclass
