@@ -144,10 +144,15 @@ def compute_signature(body: bytes, secret: Secret | SecretLike, suffix: bytes) -
         secret: The signing secret (``str`` is UTF-8 encoded).
         suffix: ``b":" + o + b":" + t`` (see :meth:`SignatureHeader.signed_suffix`).
     """
-    key = secret.value if isinstance(secret, Secret) else Secret(secret).value
+    return _digest(
+        body, secret.value if isinstance(secret, Secret) else Secret(secret).value, suffix
+    )
+
+
+def _digest(body: bytes, key: bytes, suffix: bytes) -> bytes:
     if len(body) < _ONE_SHOT_LIMIT:
         return hmac.digest(key, body + suffix, "sha256")
-    mac = hmac.new(key, body, hashlib.sha256)  # large body: fed as is, never copied
+    mac = hmac.new(key, body, hashlib.sha256)  # a large body is fed as is, never copied
     mac.update(suffix)
     return mac.digest()
 
@@ -186,7 +191,7 @@ def sign(
 
 def _decode_v(v: str) -> bytes | None:
     try:
-        raw = base64.b64decode(v, validate=True)
+        raw = binascii.a2b_base64(v, strict_mode=True)  # RFC 4648 §4 alphabet and padding
     except (binascii.Error, ValueError):
         return None
     return raw if len(raw) == _DIGEST_SIZE else None
@@ -236,8 +241,8 @@ def verify(
         raise SignatureMismatchError("v is not a base64 HMAC-SHA256 digest")
     suffix = parsed.signed_suffix()
     for secret in candidates:
-        if secret.is_active(now) and hmac.compare_digest(
-            compute_signature(body, secret, suffix), expected
+        if (secret.not_after is None or now <= secret.not_after) and hmac.compare_digest(
+            _digest(body, secret.value, suffix), expected
         ):
             break
     else:

@@ -3,15 +3,15 @@
 Records live in a dict guarded by a lock; nothing survives a restart and nothing is
 shared between processes. Use :class:`~service_webhooks.stores.sqlite.SQLiteStore`
 (one machine) or a Redis/PostgreSQL store (several machines) in production.
-Expired records are pruned as keys are claimed (a heap ordered by expiry keeps
-that O(log n) per operation).
+Expired records are pruned as keys are claimed: one FIFO queue of expiries per
+duration (lease, retention), each already in time order, so every operation is O(1).
 """
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -38,7 +38,8 @@ class MemoryStore:
         self._records: dict[str, _Record] = {}
         self._lock = threading.Lock()
         self._clock = clock
-        self._expiries: list[tuple[float, str]] = []
+        self._expiries: dict[float, deque[tuple[float, str]]] = {}
+        self._next_prune = 0.0
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else time.time()
@@ -60,8 +61,9 @@ class MemoryStore:
             record = self._records.get(key)
             if record is not None and record.expires_at > now:
                 return record.state
-            self._prune(now)
-            self._put(key, _Record(ClaimState.IN_FLIGHT, token, now + lease))
+            if now >= self._next_prune:
+                self._prune(now)
+            self._put(key, _Record(ClaimState.IN_FLIGHT, token, now + lease), lease)
             return ClaimState.NEW
 
     def complete(self, key: str, token: str, retention: float) -> bool:
@@ -70,7 +72,7 @@ class MemoryStore:
             record = self._records.get(key)
             if record is not None and record.token != token and record.expires_at > now:
                 return False
-            self._put(key, _Record(ClaimState.DONE, token, now + retention))
+            self._put(key, _Record(ClaimState.DONE, token, now + retention), retention)
             return True
 
     def release(self, key: str, token: str) -> bool:
@@ -81,17 +83,27 @@ class MemoryStore:
             del self._records[key]
             return True
 
-    def _put(self, key: str, record: _Record) -> None:
+    def _put(self, key: str, record: _Record, duration: float) -> None:
         self._records[key] = record
-        heapq.heappush(self._expiries, (record.expires_at, key))
+        queue = self._expiries.get(duration)
+        if queue is None:
+            queue = self._expiries[duration] = deque()
+        queue.append((record.expires_at, key))
+        self._next_prune = min(self._next_prune, record.expires_at)
 
     def _prune(self, now: float) -> None:
-        expiries, records = self._expiries, self._records
-        while expiries and expiries[0][0] <= now:
-            expires_at, key = heapq.heappop(expiries)
-            record = records.get(key)
-            if record is not None and record.expires_at == expires_at:
-                del records[key]
+        """Drop expired records; schedule the next sweep at the earliest queued expiry."""
+        records = self._records
+        upcoming = float("inf")
+        for queue in self._expiries.values():
+            while queue and queue[0][0] <= now:
+                expires_at, key = queue.popleft()
+                record = records.get(key)
+                if record is not None and record.expires_at == expires_at:
+                    del records[key]
+            if queue:
+                upcoming = min(upcoming, queue[0][0])
+        self._next_prune = upcoming
 
     # Nothing here blocks on I/O, so the async twins call straight through.
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
