@@ -114,23 +114,23 @@ class ServiceWebhooks:
             ConfigurationError: ``SERVICE_WEBHOOKS_SECRETS`` is missing, or a value is
                 out of range (messages never show a secret).
         """
-        receiver = (
-            self.receiver if self.receiver is not None else self.receiver_from_config(app.config)
-        )
-        receiver.router = self.router
-        receiver.on, receiver.on_any = self.router.on, self.router.on_any
-        receiver.on_error, receiver.remove = self.router.on_error, self.router.remove
+        receiver = self.receiver
+        if receiver is None:
+            receiver = self.receiver_from_config(app.config, router=self.router)
         app.extensions[EXTENSION_KEY] = receiver
         url = app.config.get("SERVICE_WEBHOOKS_URL", "/webhooks")
         app.register_blueprint(_blueprint(_current_receiver, url, EXTENSION_KEY))
 
     @staticmethod
-    def receiver_from_config(config: Mapping[str, Any]) -> WebhookReceiver:
-        """A receiver from the ``SERVICE_WEBHOOKS_*`` keys of ``config`` (:data:`CONFIG_KEYS`)."""
+    def receiver_from_config(
+        config: Mapping[str, Any], *, router: Router | None = None
+    ) -> WebhookReceiver:
+        """A receiver from the ``SERVICE_WEBHOOKS_*`` keys of ``config`` (:data:`CONFIG_KEYS`),
+        dispatching through ``router`` (its handlers) when given."""
         if config.get("SERVICE_WEBHOOKS_SECRETS") is None:
             raise ConfigurationError("set app.config['SERVICE_WEBHOOKS_SECRETS']")
         options = {arg: config[key] for key, arg in CONFIG_KEYS.items() if key in config}
-        return WebhookReceiver(**options)
+        return WebhookReceiver(**options, router=router)
 
 
 def _current_receiver() -> WebhookReceiver:

@@ -101,6 +101,8 @@ class WebhookReceiver:
             worker thread so they do not block the event loop.
         clock: Current time in Unix seconds for the timestamp check; defaults to
             :func:`time.time` looked up at call time (so ``freezegun`` works).
+        router: Share this :class:`~service_webhooks.dispatch.Router` (its handlers)
+            with other receivers, e.g. one per app built from each app's settings.
 
     Raises:
         ConfigurationError: Any argument out of range (messages never show secrets).
@@ -121,6 +123,7 @@ class WebhookReceiver:
         unhandled_status: int = 200,
         sync_handlers_in_thread: bool = True,
         clock: Callable[[], float] | None = None,
+        router: Router | None = None,
     ) -> None:
         if not tolerance >= 0:
             raise ConfigurationError("tolerance must be >= 0 seconds")
@@ -144,7 +147,7 @@ class WebhookReceiver:
         self._key_function = idempotency_key
         self._clock = clock
         self.store: IdempotencyStore = _open_store(store)
-        self.router = Router()
+        self.router = router if router is not None else Router()
         self.on = self.router.on
         self.on_any = self.router.on_any
         self.on_error = self.router.on_error

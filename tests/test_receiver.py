@@ -464,3 +464,13 @@ def test_secrets_never_reach_the_logs(
         drive(receiver, *signed(secret="wrong-" * 6))
     assert caplog.records
     assert secret not in caplog.text
+
+
+def test_receivers_can_share_one_router(secret: str, signed: Signed, drive: Drive) -> None:
+    first = WebhookReceiver(secrets=secret, store="memory")
+    second = WebhookReceiver(secrets="another-secret-" * 3, store="memory", router=first.router)
+    seen: list[str] = []
+    first.on("note.created", lambda event: seen.append(event.organization_id))
+    assert drive(second, *signed(secret="another-secret-" * 3, org="o-2")).reason == "processed"
+    assert drive(first, *signed(org="o-1")).reason == "processed"
+    assert seen == ["o-2", "o-1"]
