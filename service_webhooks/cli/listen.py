@@ -26,11 +26,7 @@ from typing import Any
 import click
 import msgspec
 
-# mypy run on the source tree cannot see service_webhooks.adapters (a package-dir
-# mapping); on an installed wheel it can, hence both codes.
-from service_webhooks.adapters.asgi import (  # type: ignore[import-not-found,unused-ignore]
-    WebhookMiddleware,
-)
+from service_webhooks.adapters.asgi import WebhookMiddleware
 from service_webhooks.dispatch import Handler
 from service_webhooks.events import Event
 from service_webhooks.exceptions import ConfigurationError
