@@ -70,7 +70,8 @@ class Secret:
         return self.not_after is None or now <= self.not_after
 
     def __repr__(self) -> str:
-        return f"Secret('<redacted {len(self.value)} bytes>', not_after={self.not_after!r})"
+        size = len(getattr(self, "value", b""))
+        return f"Secret('<redacted {size} bytes>', not_after={getattr(self, 'not_after', None)!r})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Secret):

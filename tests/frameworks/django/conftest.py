@@ -11,18 +11,13 @@ Every row of DESIGN.md's "Status contract" is a function below taking a
 from __future__ import annotations
 
 import atexit
-import json
+import importlib.util
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -89,248 +84,40 @@ for _alias in ("default", "pg") if "SW_DJANGO_PG" in ENV else ("default",):
 
 from django.db import connections  # noqa: E402
 
-from service_webhooks import MAX_BODY_SIZE, SIGNATURE_HEADER, default_idempotency_key, sign  # noqa: E402
-
 connections.close_all()
 for _name in ENV:  # configured now; subprocesses (other tests' workers) must not inherit it
     os.environ.pop(_name, None)
 
 
-@dataclass
-class Answer:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-    @property
-    def reason(self) -> str:
-        reason: str = json.loads(self.body)["reason"]
-        return reason
-
-
-@dataclass
-class Target:
-    """``send(method, path, headers, body) -> Answer``; ``claim(key)`` holds a claim."""
-
-    send: Callable[[str, str, list[tuple[str, str]], bytes], Answer]
-    claim: Callable[[str], None]
-    path: str = "/webhooks/"
-    broken_path: str = "/broken/"
-    sent: list[str] = field(default_factory=list)
-
-    def post(self, body: bytes, *headers: str, method: str = "POST", path: str = "") -> Answer:
-        pairs = [(SIGNATURE_HEADER, h) for h in headers]
-        return self.send(method, path or self.path, pairs, body)
-
-
-def envelope(name: str = "note.created", **data: object) -> bytes:
-    data = {"id": uuid.uuid4().hex, "author": "ana@example.com", "text": "hi", **data}
-    return json.dumps({"eventName": name, "version": 1, "data": data}).encode()
-
-
-def signed(body: bytes, *, secret: str = SECRET, timestamp: int | None = None) -> str:
-    return sign(body, secret, ORG, timestamp=timestamp)
-
-
-def expect(answer: Answer, status: int, reason: str) -> None:
-    assert (answer.status, answer.reason) == (status, reason), answer
-    assert answer.headers["content-type"].startswith("application/json")
-    if status == 503:
-        assert answer.headers["retry-after"] == "60"
-    assert not 300 <= answer.status < 400
-
-
-# -- the status contract, one function per row ----------------------------------------
-
-
-def row_processed(t: Target) -> None:
-    body = envelope()
-    expect(t.post(body, signed(body)), 200, "processed")
-
-
-def row_duplicate_already_processed(t: Target) -> None:
-    body = envelope()
-    expect(t.post(body, signed(body)), 200, "processed")
-    expect(t.post(body, signed(body)), 200, "duplicate")  # a retry: new t, same body
-
-
-def row_no_handler(t: Target) -> None:
-    body = envelope("nobody.listens")
-    expect(t.post(body, signed(body)), 200, "unhandled")
-
-
-def row_missing_header(t: Target) -> None:
-    expect(t.post(envelope()), 401, "format")
-
-
-def row_malformed_header(t: Target) -> None:
-    expect(t.post(envelope(), "t:1,v:AAAA"), 401, "format")
-
-
-def row_repeated_header(t: Target) -> None:
-    body = envelope()
-    expect(t.post(body, signed(body), signed(body)), 401, "format")
-
-
-def row_bad_signature(t: Target) -> None:
-    body = envelope()
-    expect(
-        t.post(body, signed(body, secret="whsec-not-the-right-one-0123456789abcdef")),
-        401,
-        "signature",
+def _load_contract() -> ModuleType:
+    """tests/frameworks/contract.py as this suite's own module, set for its app."""
+    spec = importlib.util.spec_from_file_location(
+        "sw_tests_django_contract", HERE.parent / "contract.py"
     )
+    if spec is None or spec.loader is None:
+        raise ImportError(HERE.parent / "contract.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.ORG, module.SECRET = ORG, SECRET
+    module.PATH, module.BROKEN_PATH = "/webhooks/", "/broken/"
+    return module
 
 
-def row_old_timestamp(t: Target) -> None:
-    body = envelope()
-    expect(t.post(body, signed(body, timestamp=int(time.time()) - 301)), 401, "timestamp")
-
-
-def row_not_an_envelope(t: Target) -> None:
-    for body in (b"[1, 2]", b"", b"\xff\xfe not utf-8", b'{"eventName": 1, "version": 1}'):
-        expect(t.post(body, signed(body)), 400, "malformed_envelope")
-
-
-def row_too_large(t: Target) -> None:
-    body = envelope(text="x" * MAX_BODY_SIZE)
-    expect(t.post(body, signed(body)), 413, "payload_too_large")
-
-
-def row_not_post(t: Target) -> None:
-    for method in ("GET", "PUT", "DELETE"):
-        answer = t.post(b"", method=method)
-        expect(answer, 405, "method_not_allowed")
-        assert answer.headers["allow"] == "POST"
-
-
-def row_in_flight(t: Target) -> None:
-    body = envelope()
-    t.claim(default_idempotency_key(ORG, body))
-    expect(t.post(body, signed(body)), 503, "in_flight")
-
-
-def row_store_unreachable(t: Target) -> None:
-    body = envelope()
-    expect(t.post(body, signed(body), path=t.broken_path), 503, "store_unavailable")
-
-
-def row_handler_raised(t: Target) -> None:
-    body = envelope("test.raise")
-    expect(t.post(body, signed(body)), 500, "handler_failed")
-    expect(t.post(body, signed(body)), 500, "handler_failed")  # released: retried, not 503
-
-
-def row_handler_refused(t: Target) -> None:
-    body = envelope("test.refuse")
-    expect(t.post(body, signed(body)), 422, "unprocessable")
-
-
-ROWS = {name.removeprefix("row_"): f for name, f in globals().items() if name.startswith("row_")}
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "status_row" in metafunc.fixturenames:
-        metafunc.parametrize("status_row", list(ROWS.values()), ids=list(ROWS))
-
-
-# -- real servers ----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-def start_server(
-    argv: list[str], *, cwd: Path, env: Mapping[str, str], log: Path, port: int
-) -> Server:
-    """Start ``argv`` and wait (up to 20 s) until it accepts connections on ``port``."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv, cwd=cwd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{argv[0]} exited:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return Server(port, process, log)
-        except OSError:
-            time.sleep(0.1)
-    stop_server(Server(port, process, log))
-    raise RuntimeError(f"{argv[0]} did not listen on {port}:\n{log.read_text()}")
-
-
-def stop_server(server: Server) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
-
-
-def gunicorn_argv(app: str, port: int, *, threads: int = 4) -> list[str]:
-    return [
-        str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1",
-        "--threads", str(threads), "--graceful-timeout", "2", "--log-level", "warning", app,
-    ]  # fmt: skip
-
-
-def stream_oversized(port: int, path: str, *, chunked: bool, size: int = 2 * MAX_BODY_SIZE) -> int:
-    """POST ``size`` bytes from a raw socket in a thread; return the answered status.
-
-    The server may answer and close before the body is sent: a broken pipe or reset
-    on the sending side is expected then and ignored.
-    """
-    body = envelope(text="x" * size)
-    headers = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", f"{SIGNATURE_HEADER}: {signed(body)}"]
-    headers += ["Transfer-Encoding: chunked"] if chunked else [f"Content-Length: {len(body)}"]
-    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-
-    def chunks() -> Iterator[bytes]:
-        for start in range(0, len(body), 65536):
-            piece = body[start : start + 65536]
-            yield b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece
-        if chunked:
-            yield b"0\r\n\r\n"
-
-    def send() -> None:
-        try:
-            sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode())
-            for chunk in chunks():
-                sock.sendall(chunk)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered without reading everything: allowed
-
-    sender = threading.Thread(target=send, daemon=True)
-    sender.start()
-    try:
-        received = b""
-        while b"\r\n" not in received:
-            data = sock.recv(4096)
-            if not data:
-                break
-            received += data
-    finally:
-        sender.join(timeout=20)
-        sock.close()
-    assert received.startswith(b"HTTP/1.1 "), received[:200]
-    return int(received.split(b" ", 2)[1])
+# The status-contract rows and server helpers (tests/frameworks/contract.py), bound here
+# so tests reach them through the ``kit`` fixture and pytest finds pytest_generate_tests.
+contract = _load_contract()
+Answer, Target, Server = contract.Answer, contract.Target, contract.Server
+envelope, signed, expect = contract.envelope, contract.signed, contract.expect
+free_port, start_server, stop_server = (
+    contract.free_port,
+    contract.start_server,
+    contract.stop_server,
+)
+gunicorn_argv, stream_oversized = contract.gunicorn_argv, contract.stream_oversized
+pytest_generate_tests = contract.pytest_generate_tests
+SIGNATURE_HEADER, MAX_BODY_SIZE = contract.SIGNATURE_HEADER, contract.MAX_BODY_SIZE
+sign, default_idempotency_key = contract.sign, contract.default_idempotency_key
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
