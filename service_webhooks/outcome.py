@@ -25,6 +25,9 @@ a handler raised :class:`Unprocessable`               422*    ``unprocessable``
 
 (*) or the 4xx the handler chose. Never 3xx: a redirect is always a bug here.
 Adapters write an :class:`Outcome` as it is; they never branch on its status.
+
+Every answer is also described by a :class:`DeliveryRecord` (outcome, event, timings)
+handed to the receiver's log line and to its observers (``WebhookReceiver.on_outcome``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import msgspec
 
 from .exceptions import MethodNotAllowedError, WebhookError
 
-__all__ = ["RETRY_AFTER_SECONDS", "Outcome", "outcome_for_error"]
+__all__ = ["RETRY_AFTER_SECONDS", "DeliveryRecord", "Outcome", "outcome_for_error"]
 
 RETRY_AFTER_SECONDS = 60
 """``Retry-After`` sent with 503 answers: the service's shortest retry delay (spec §3.3).
@@ -79,6 +82,57 @@ class Outcome(msgspec.Struct, frozen=True):
     def content_type(self) -> str:
         """The ``Content-Type`` of :attr:`body`."""
         return "application/json"
+
+
+class DeliveryRecord(msgspec.Struct, frozen=True):
+    """What happened to one delivery, for logs and metrics; immutable.
+
+    Built only when someone listens (an observer, or the ``service_webhooks`` logger
+    enabled at INFO). It never holds the body, the signature or a secret.
+
+    Attributes:
+        outcome: The answer sent (status, reason, headers, event name, organization).
+        duration: Seconds from the start of ``process``/``aprocess`` (or ``precheck``)
+            to the answer, measured with :func:`time.perf_counter`.
+        event_version: The envelope's ``version`` once decoded, else ``None``.
+        key_prefix: The first 12 characters of the idempotency key once computed
+            (enough to find the delivery in the store, too short to be the key),
+            else ``None``.
+        handler_duration: Seconds spent in the handlers, ``None`` when none ran
+            (rejected, duplicate, in flight, unhandled, store down before the claim).
+        detail: Why a request was refused (the library's own error message, never a
+            secret), else ``""``.
+        error_type: The class name of the exception behind an answer that was not the
+            request's fault: a handler's exception, or the store's failure, else ``None``.
+    """
+
+    outcome: Outcome
+    duration: float
+    event_version: int | None = None
+    key_prefix: str | None = None
+    handler_duration: float | None = None
+    detail: str = ""
+    error_type: str | None = None
+
+    @property
+    def status(self) -> int:
+        """The HTTP status answered (``outcome.status``)."""
+        return self.outcome.status
+
+    @property
+    def reason(self) -> str:
+        """The stable snake_case reason (``outcome.reason``, see the module's table)."""
+        return self.outcome.reason
+
+    @property
+    def event_name(self) -> str | None:
+        """``eventName`` when the envelope was decoded, else ``None``."""
+        return self.outcome.event_name
+
+    @property
+    def organization_id(self) -> str | None:
+        """``o`` when the signature was verified, else ``None``."""
+        return self.outcome.organization_id
 
 
 _BODIES: dict[tuple[int, str], bytes] = {}

@@ -18,6 +18,14 @@ Everything but the store and the handlers is pure and shared (:meth:`_prepare`,
 and read line for line alike. A handler failure always leaves the event retryable:
 the claim is released before answering, and no 2xx is sent unless every handler
 finished and the key was recorded as done.
+
+Observability: every answer goes through :meth:`_finish`, which, only when someone
+listens, builds one :class:`~service_webhooks.outcome.DeliveryRecord`, logs it as one
+INFO line on the ``service_webhooks`` logger (readable message plus ``extra`` fields,
+see :data:`LOG_FIELDS`) and hands it to each :class:`OutcomeObserver`. An optional
+:class:`DeliveryTracer` wraps the whole delivery and the handlers in context managers
+(:mod:`service_webhooks.observability` makes OpenTelemetry spans with it). With no
+observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ import itertools
 import logging
 import secrets as _random
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable
+from contextlib import AbstractContextManager
+from time import perf_counter
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -46,15 +56,51 @@ from .exceptions import (
     Unprocessable,
     WebhookError,
 )
-from .outcome import DUPLICATE, HANDLER_FAILED, IN_FLIGHT, PROCESSED, Outcome, outcome_for_error
+from .outcome import (
+    DUPLICATE,
+    HANDLER_FAILED,
+    IN_FLIGHT,
+    PROCESSED,
+    DeliveryRecord,
+    Outcome,
+    outcome_for_error,
+)
 from .signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
 from .stores.base import MIN_RETENTION, ClaimState, IdempotencyStore
 from .stores.sqlite import SQLiteStore
 from .stores.url import store_from_url
 
-__all__ = ["DEFAULT_LEASE", "DEFAULT_RETENTION", "WebhookReceiver", "default_idempotency_key"]
+__all__ = [
+    "DEFAULT_LEASE",
+    "DEFAULT_RETENTION",
+    "KEY_PREFIX_LENGTH",
+    "LOG_FIELDS",
+    "DeliveryTracer",
+    "OutcomeObserver",
+    "WebhookReceiver",
+    "default_idempotency_key",
+]
 
 logger = logging.getLogger("service_webhooks")
+
+KEY_PREFIX_LENGTH = 12
+"""Characters of the idempotency key shown in logs and records."""
+
+LOG_FIELDS = (
+    "webhook_status",
+    "webhook_reason",
+    "webhook_event",
+    "webhook_event_version",
+    "webhook_organization",
+    "webhook_key_prefix",
+    "webhook_duration_ms",
+    "webhook_handler_ms",
+    "webhook_error_type",
+)
+"""The ``extra`` attributes of the per-delivery log record (``None`` when unknown):
+status (int), reason (str), event name, version (int), organization ID, idempotency
+key prefix (12 chars), duration and handler time in milliseconds (float), and the
+class name of a handler's or the store's exception."""
 
 DEFAULT_LEASE = 120.0
 """Seconds a claim holds before another delivery of the same event may take it over."""
@@ -66,6 +112,41 @@ DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
 """The idempotency store used when none is given: a SQLite file in the working directory."""
 
 KeyFunction = Callable[[Event[Any]], str]
+
+
+class OutcomeObserver(Protocol):
+    """Told about every answered delivery, e.g. to count outcomes in your own metrics.
+
+    Called once per delivery (including requests refused by ``precheck``) with its
+    :class:`~service_webhooks.outcome.DeliveryRecord`, synchronously, on the thread or
+    event loop that handles the request, before the response is written: keep it
+    cheap (increment a counter, observe a histogram) and thread-safe. An exception it
+    raises is logged and ignored; it never changes the answer.
+    """
+
+    def __call__(self, record: DeliveryRecord, /) -> None: ...
+
+
+class DeliveryTracer(Protocol):
+    """Wraps deliveries and their handlers in context managers, e.g. tracing spans.
+
+    See :mod:`service_webhooks.observability` for the OpenTelemetry one. Both context
+    managers are entered on the thread or task that handles the request (a context
+    variable set in them is seen by the handlers and the observers).
+    """
+
+    def delivery(self) -> AbstractContextManager[object]:
+        """Entered first thing in ``process``/``aprocess``, exited after the answer is
+        decided and every observer was called. Not used by ``precheck``."""
+        ...
+
+    def handlers(self, event: Event[Any], /) -> AbstractContextManager[object]:
+        """Entered around the handlers of an event that was claimed; an exception a
+        handler raises passes through it (then the claim is released)."""
+        ...
+
+
+_Observer = TypeVar("_Observer", bound=OutcomeObserver)
 
 
 class _Plan(msgspec.Struct, frozen=True):
@@ -103,6 +184,10 @@ class WebhookReceiver:
             :func:`time.time` looked up at call time (so ``freezegun`` works).
         router: Share this :class:`~service_webhooks.dispatch.Router` (its handlers)
             with other receivers, e.g. one per app built from each app's settings.
+        observers: :class:`OutcomeObserver` callables told about every delivery
+            (more can be added with :meth:`on_outcome`).
+        tracer: A :class:`DeliveryTracer` wrapping each delivery and its handlers
+            (for example :func:`service_webhooks.observability.instrument`'s).
 
     Raises:
         ConfigurationError: Any argument out of range (messages never show secrets).
@@ -124,6 +209,8 @@ class WebhookReceiver:
         sync_handlers_in_thread: bool = True,
         clock: Callable[[], float] | None = None,
         router: Router | None = None,
+        observers: Iterable[OutcomeObserver] = (),
+        tracer: DeliveryTracer | None = None,
     ) -> None:
         if not tolerance >= 0:
             raise ConfigurationError("tolerance must be >= 0 seconds")
@@ -152,6 +239,10 @@ class WebhookReceiver:
         self.on_any = self.router.on_any
         self.on_error = self.router.on_error
         self.remove = self.router.remove
+        self._observers: tuple[OutcomeObserver, ...] = ()
+        for observer in observers:
+            self.on_outcome(observer)
+        self.tracer = tracer
 
     def __repr__(self) -> str:
         return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
@@ -163,13 +254,45 @@ class WebhookReceiver:
         ``Content-Length`` over :attr:`max_body_size` (413) need no body. ``None``
         means: read at most ``max_body_size + 1`` bytes and call :meth:`process`.
         """
+        started = perf_counter()
         if method.upper() != "POST":
             return self._rejected(
-                MethodNotAllowedError(f"deliveries are POST, not {method[:16]!r}")
+                MethodNotAllowedError(f"deliveries are POST, not {method[:16]!r}"), started
             )
         if content_length is not None and content_length > self.max_body_size:
-            return self._rejected(PayloadTooLargeError(f"body is over {self.max_body_size} bytes"))
+            return self._rejected(
+                PayloadTooLargeError(f"body is over {self.max_body_size} bytes"), started
+            )
         return None
+
+    # -- observing ------------------------------------------------------------------
+
+    @property
+    def observers(self) -> tuple[OutcomeObserver, ...]:
+        """The registered :class:`OutcomeObserver` callables, in call order."""
+        return self._observers
+
+    def on_outcome(self, observer: _Observer) -> _Observer:
+        """Call ``observer(record)`` after every delivery; usable as a decorator.
+
+        Args:
+            observer: An :class:`OutcomeObserver`, called with a
+                :class:`~service_webhooks.outcome.DeliveryRecord`.
+
+        Returns:
+            ``observer`` itself.
+
+        Raises:
+            ConfigurationError: ``observer`` is not callable.
+        """
+        if not callable(observer):
+            raise ConfigurationError("an outcome observer must be callable")
+        self._observers = (*self._observers, observer)  # swapped whole: thread-safe reads
+        return observer
+
+    def remove_observer(self, observer: OutcomeObserver) -> None:
+        """Stop calling ``observer`` (no error when it was not registered)."""
+        self._observers = tuple(o for o in self._observers if o is not observer)
 
     # -- the two drivers: identical but for how they call the store and handlers ----
 
@@ -188,51 +311,95 @@ class WebhookReceiver:
             The :class:`~service_webhooks.outcome.Outcome` to send. Never raises for
             anything a request can contain.
         """
-        try:
-            plan = self._prepare(method, body, signature)
-            if isinstance(plan, Outcome):
-                return plan
-            key, store = plan.event.idempotency_key, self.store
-            state = _guard(store.claim, key, plan.token, self.lease)
-            if state is not ClaimState.NEW:
-                return self._answer(plan, DUPLICATE if state is ClaimState.DONE else IN_FLIGHT)
-            try:
-                for registration in plan.handlers:
-                    _run_sync(registration, plan.event)
-            except BaseException as error:
-                _guard_release(store.release, key, plan.token)
-                return self._failed(plan, error)
-            _guard(store.complete, key, plan.token, self.retention)
-            return self._answer(plan, PROCESSED)
-        except WebhookError as error:
-            return self._rejected(error)
+        tracer = self.tracer
+        if tracer is None:
+            return self._process(body, signature, method, None)
+        with tracer.delivery():
+            return self._process(body, signature, method, tracer)
 
     async def aprocess(
         self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
     ) -> Outcome:
         """Handle one delivery in an event loop; see :meth:`process`."""
+        tracer = self.tracer
+        if tracer is None:
+            return await self._aprocess(body, signature, method, None)
+        with tracer.delivery():
+            return await self._aprocess(body, signature, method, tracer)
+
+    def _process(
+        self, body: bytes, signature: str | bytes | None, method: str, tracer: DeliveryTracer | None
+    ) -> Outcome:
+        started = perf_counter()
+        plan: _Plan | None = None
         try:
-            plan = self._prepare(method, body, signature)
-            if isinstance(plan, Outcome):
-                return plan
-            key, store = plan.event.idempotency_key, self.store
+            prepared = self._prepare(method, body, signature, started)
+            if isinstance(prepared, Outcome):
+                return prepared
+            plan, store = prepared, self.store
+            key = plan.event.idempotency_key
+            state = _guard(store.claim, key, plan.token, self.lease)
+            if state is not ClaimState.NEW:
+                done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
+                return self._answer(plan, done, started)
+            handlers_started = perf_counter()
+            try:
+                if tracer is None:
+                    for registration in plan.handlers:
+                        _run_sync(registration, plan.event)
+                else:
+                    with tracer.handlers(plan.event):
+                        for registration in plan.handlers:
+                            _run_sync(registration, plan.event)
+            except BaseException as error:
+                handler_time = perf_counter() - handlers_started
+                _guard_release(store.release, key, plan.token)
+                return self._failed(plan, error, started, handler_time)
+            handler_time = perf_counter() - handlers_started
+            _guard(store.complete, key, plan.token, self.retention)
+            return self._answer(plan, PROCESSED, started, handler_time)
+        except WebhookError as error:
+            return self._rejected(error, started, plan)
+
+    async def _aprocess(
+        self, body: bytes, signature: str | bytes | None, method: str, tracer: DeliveryTracer | None
+    ) -> Outcome:
+        started = perf_counter()
+        plan: _Plan | None = None
+        try:
+            prepared = self._prepare(method, body, signature, started)
+            if isinstance(prepared, Outcome):
+                return prepared
+            plan, store = prepared, self.store
+            key = plan.event.idempotency_key
             state = await _aguard(store.aclaim(key, plan.token, self.lease))
             if state is not ClaimState.NEW:
-                return self._answer(plan, DUPLICATE if state is ClaimState.DONE else IN_FLIGHT)
+                done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
+                return self._answer(plan, done, started)
+            handlers_started = perf_counter()
             try:
-                for registration in plan.handlers:
-                    await self._run_async(registration, plan.event)
+                if tracer is None:
+                    for registration in plan.handlers:
+                        await self._run_async(registration, plan.event)
+                else:
+                    with tracer.handlers(plan.event):
+                        for registration in plan.handlers:
+                            await self._run_async(registration, plan.event)
             except BaseException as error:
+                handler_time = perf_counter() - handlers_started
                 await _aguard_release(store.arelease(key, plan.token))
-                return self._failed(plan, error)
+                return self._failed(plan, error, started, handler_time)
+            handler_time = perf_counter() - handlers_started
             await _aguard(store.acomplete(key, plan.token, self.retention))
-            return self._answer(plan, PROCESSED)
+            return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
-            return self._rejected(error)
+            return self._rejected(error, started, plan)
 
     # -- pure steps ---------------------------------------------------------------
 
-    def _prepare(self, method: str, body: bytes, signature: str | bytes | None) -> _Plan | Outcome:
+    def _prepare(
+        self, method: str, body: bytes, signature: str | bytes | None, started: float
+    ) -> _Plan | Outcome:
         """Every check that needs no I/O; an :class:`Outcome` means answer now."""
         if method.upper() != "POST":
             raise MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
@@ -245,11 +412,10 @@ class WebhookReceiver:
         organization_id = header.organization_id
         if not handlers:
             unhandled = self.unhandled
-            return self._log(
-                Outcome(
-                    unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
-                )
+            outcome = Outcome(
+                unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
             )
+            return self._finish(outcome, started, envelope.version)
         key = "" if self._key_function else default_idempotency_key(organization_id, body)
         event: Event[Any] = Event(
             envelope.event_name,
@@ -275,15 +441,27 @@ class WebhookReceiver:
             raise Unprocessable("idempotency_key function returned no key for this event")
         return f"{event.organization_id}:{custom}"[:200]
 
-    def _answer(self, plan: _Plan, outcome: Outcome) -> Outcome:
+    def _answer(
+        self,
+        plan: _Plan,
+        outcome: Outcome,
+        started: float,
+        handler_time: float | None = None,
+        detail: str = "",
+        error_type: str | None = None,
+    ) -> Outcome:
+        """``outcome`` for a decoded, verified event: named after it, then finished."""
         event = plan.event
-        return self._log(
-            Outcome(
-                outcome.status, outcome.reason, outcome.headers, event.name, event.organization_id
-            )
+        answer = Outcome(
+            outcome.status, outcome.reason, outcome.headers, event.name, event.organization_id
+        )
+        return self._finish(
+            answer, started, event.version, event.idempotency_key, handler_time, detail, error_type
         )
 
-    def _failed(self, plan: _Plan, error: BaseException) -> Outcome:
+    def _failed(
+        self, plan: _Plan, error: BaseException, started: float, handler_time: float
+    ) -> Outcome:
         """After a handler raised (its claim already released): hooks, log, answer."""
         if not isinstance(error, Exception):
             raise error  # KeyboardInterrupt, CancelledError...: released, now propagate
@@ -292,33 +470,59 @@ class WebhookReceiver:
                 hook(plan.event, error)
             except Exception:
                 logger.exception("service_webhooks: an error hook raised")
+        error_type = type(error).__name__
         if isinstance(error, Unprocessable):
             logger.warning("service_webhooks: handler refused %s: %s", plan.event.name, error)
-            return self._answer(plan, outcome_for_error(error))
+            outcome = outcome_for_error(error)
+            return self._answer(plan, outcome, started, handler_time, str(error), error_type)
         if isinstance(error, StoreError):  # e.g. a task queue refused the hand-off: 503
             logger.error("service_webhooks: %s for %s: %s", error.reason, plan.event.name, error)
-            return self._answer(plan, outcome_for_error(error))
+            outcome = outcome_for_error(error)
+            return self._answer(plan, outcome, started, handler_time, str(error), error_type)
         logger.error(
             "service_webhooks: handler for %s failed; answered 500 so the service retries",
             plan.event.name,
             exc_info=error,
         )
-        return self._answer(plan, HANDLER_FAILED)
+        return self._answer(plan, HANDLER_FAILED, started, handler_time, "", error_type)
 
-    def _rejected(self, error: WebhookError) -> Outcome:
-        return self._log(outcome_for_error(error), detail=str(error))
+    def _rejected(self, error: WebhookError, started: float, plan: _Plan | None = None) -> Outcome:
+        """The answer for one of the library's errors (``plan``: raised after decoding)."""
+        outcome = outcome_for_error(error)
+        cause = error.__cause__
+        error_type = type(cause).__name__ if isinstance(error, StoreError) and cause else None
+        if plan is not None:
+            return self._answer(plan, outcome, started, None, str(error), error_type)
+        return self._finish(outcome, started, None, None, None, str(error), error_type)
 
-    @staticmethod
-    def _log(outcome: Outcome, detail: str = "") -> Outcome:
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "service_webhooks: %d %s event=%s org=%s%s",
-                outcome.status,
-                outcome.reason,
-                outcome.event_name,
-                outcome.organization_id,
-                f" ({detail})" if detail else "",
+    def _finish(
+        self,
+        outcome: Outcome,
+        started: float,
+        version: int | None = None,
+        key: str | None = None,
+        handler_time: float | None = None,
+        detail: str = "",
+        error_type: str | None = None,
+    ) -> Outcome:
+        """The one exit of every delivery: record it when someone listens, return it."""
+        observers = self._observers
+        if observers or logger.isEnabledFor(logging.INFO):
+            record = DeliveryRecord(
+                outcome,
+                perf_counter() - started,
+                version,
+                None if key is None else key[:KEY_PREFIX_LENGTH],
+                handler_time,
+                detail,
+                error_type,
             )
+            _log(record)
+            for observer in observers:
+                try:
+                    observer(record)
+                except Exception:
+                    logger.exception("service_webhooks: an outcome observer raised")
         return outcome
 
     async def _run_async(self, registration: Registration, event: Event[Any]) -> None:
@@ -332,6 +536,38 @@ class WebhookReceiver:
             result = registration.handler(event)
             if inspect.isawaitable(result):
                 await result
+
+
+def _log(record: DeliveryRecord) -> None:
+    """One INFO line per delivery: readable, with every field in ``extra`` (LOG_FIELDS)."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    outcome = record.outcome
+    handler_ms = None if record.handler_duration is None else record.handler_duration * 1000
+    duration_ms = record.duration * 1000
+    logger.info(
+        "service_webhooks: %d %s event=%s version=%s org=%s key=%s in %.2f ms%s%s",
+        outcome.status,
+        outcome.reason,
+        outcome.event_name or "-",
+        "-" if record.event_version is None else record.event_version,
+        outcome.organization_id or "-",
+        record.key_prefix or "-",
+        duration_ms,
+        "" if handler_ms is None else f" (handlers {handler_ms:.2f} ms)",
+        f": {record.detail}" if record.detail else "",
+        extra={
+            "webhook_status": outcome.status,
+            "webhook_reason": outcome.reason,
+            "webhook_event": outcome.event_name,
+            "webhook_event_version": record.event_version,
+            "webhook_organization": outcome.organization_id,
+            "webhook_key_prefix": record.key_prefix,
+            "webhook_duration_ms": duration_ms,
+            "webhook_handler_ms": handler_ms,
+            "webhook_error_type": record.error_type,
+        },
+    )
 
 
 def _run_sync(registration: Registration, event: Event[Any]) -> None:
