@@ -11,7 +11,9 @@ The rule, from spec §5.2 and DESIGN.md "Signature rules":
    never decoded.
 3. HMAC-SHA256 keyed with each accepted secret (newest first; a secret past its stop
    date is skipped); ``v`` base64-decoded and compared with :func:`hmac.compare_digest`.
-   An undecodable ``v`` is a mismatch, like a wrong one.
+   An undecodable ``v`` is a mismatch, like a wrong one, and so is a non-canonical one
+   (set bits after the last byte: another spelling of the same digest), so that no
+   change to ``v`` is ever accepted.
 4. ``abs(now - t) > tolerance`` is rejected, in both directions (clock skew); a
    difference equal to the tolerance is accepted. A correct signature does not excuse
    an old timestamp. The clock is :func:`time.time` looked up at call time, so
@@ -177,14 +179,22 @@ def sign(
         ``Service-Signature`` header.
 
     Raises:
-        SignatureFormatError: ``organization_id`` is empty or contains ``,``
-            (it could not be parsed back), or ``timestamp`` is negative.
+        SignatureFormatError: ``organization_id`` is empty, not printable ASCII or
+            contains ``,``, or ``timestamp`` is negative or over 12 digits: the header
+            could not be parsed back.
     """
-    if not organization_id or "," in organization_id or not organization_id.isprintable():
-        raise SignatureFormatError("organization_id must be non-empty, printable, without ','")
+    if (
+        not organization_id
+        or "," in organization_id
+        or not organization_id.isascii()
+        or not organization_id.isprintable()
+    ):
+        raise SignatureFormatError("organization_id must be non-empty printable ASCII, without ','")
     t = int(time.time()) if timestamp is None else timestamp
-    if t < 0:
-        raise SignatureFormatError("timestamp must be a non-negative Unix time")
+    if not 0 <= t < 10**_MAX_T_DIGITS:
+        raise SignatureFormatError(
+            f"timestamp must be a non-negative Unix time of at most {_MAX_T_DIGITS} digits"
+        )
     digest = compute_signature(body, secret, f":{organization_id}:{t}".encode())
     return f"o:{organization_id},t:{t},v:{base64.b64encode(digest).decode('ascii')}"
 
@@ -194,7 +204,9 @@ def _decode_v(v: str) -> bytes | None:
         raw = binascii.a2b_base64(v, strict_mode=True)  # RFC 4648 §4 alphabet and padding
     except (binascii.Error, ValueError):
         return None
-    return raw if len(raw) == _DIGEST_SIZE else None
+    if len(raw) != _DIGEST_SIZE or binascii.b2a_base64(raw, newline=False) != v.encode():
+        return None  # the wrong size, or non-canonical: unused bits set in the last char
+    return raw
 
 
 def verify(

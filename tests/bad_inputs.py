@@ -181,6 +181,12 @@ def urlsafe_v(s: Signer) -> Request:
     raise AssertionError("no digest with + or / in 1000 tries")  # pragma: no cover
 
 
+def _unused_bits_set(v: str) -> str:
+    """``v`` with the 2 unused low bits of its last character set: the same 32 bytes."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    return v[:-2] + alphabet[alphabet.index(v[-2]) | 3] + "="
+
+
 def t_shifted(seconds: int) -> Callable[[Signer], bytes]:
     return lambda s: s.header(PROBE, t=str(s.now + seconds))
 
@@ -305,6 +311,7 @@ CASES: list[Case] = [
     _case("v_31_byte_digest", with_header(v_of(lambda d: base64.b64encode(d[:31]).decode())), _S),
     _case("v_33_byte_digest", with_header(v_of(lambda d: base64.b64encode(d + b"\0").decode())), _S),
     _case("v_64_byte_digest_twice", with_header(v_of(lambda d: base64.b64encode(d + d).decode())), _S),
+    _case("v_non_canonical_unused_bits_set", with_header(v_of(lambda d: _unused_bits_set(base64.b64encode(d).decode()))), _S),
     _case("v_hex_digest", with_header(v_of(lambda d: d.hex())), _S),
     _case("v_inner_space", with_header(v_of(lambda d: base64.b64encode(d).decode()[:20] + " " + base64.b64encode(d).decode()[20:])), _S),
     _case("v_not_base64", with_header(header(v="!!!!not-base64!!!!")), _S),
