@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+FILES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)")
 NOT_RUN = re.compile(r"^\s*<!--\s*not-run\b:?(?P<reason>.*?)-->\s*$")
