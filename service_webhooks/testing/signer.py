@@ -5,6 +5,10 @@
     signer = Signer("whsec-...", organization_id="o-1")
     body, headers = signer.delivery("note.created", {"id": "n-1", "author": "a@b.c", "text": "hi"})
     response = client.post("/webhooks", content=body, headers=headers)
+
+The signature comes from :func:`service_webhooks.signing.sign`, the function the
+delivery emulator's sender (:mod:`service_webhooks.delivery.sender`) signs with, so a
+test delivery and an emulated one are byte-for-byte alike for the same ``t``.
 """
 
 from __future__ import annotations
@@ -27,12 +31,21 @@ class Signer:
     """Builds signed delivery requests.
 
     Attributes:
-        secret: The endpoint secret the receiver under test is configured with.
+        secret: The endpoint secret the receiver under test is configured with; a
+            ``str`` or ``bytes`` is held as a :class:`~service_webhooks.Secret` (bytes,
+            redacted ``repr``). Pass it to ``WebhookReceiver(secrets=...)`` as is.
         organization_id: The ``o`` value to sign as.
+
+    Raises:
+        ConfigurationError: An empty secret.
     """
 
     secret: Secret | SecretLike
     organization_id: str = "o-TEST-na1"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.secret, Secret):
+            object.__setattr__(self, "secret", Secret(self.secret))
 
     def __repr__(self) -> str:
         return f"Signer(secret=<redacted>, organization_id={self.organization_id!r})"
@@ -47,7 +60,17 @@ class Signer:
         self, event_name: str, data: Any, *, version: int = 1, timestamp: int | None = None
     ) -> tuple[bytes, dict[str, str]]:
         """Encode an envelope (spec §2.7) and sign it: returns ``(body, headers)``."""
-        body = json.dumps(
-            {"eventName": event_name, "version": version, "data": data}, separators=(",", ":")
-        ).encode()
+        return self.sign_body(envelope(event_name, data, version=version), timestamp=timestamp)
+
+    def sign_body(
+        self, body: bytes, *, timestamp: int | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """``(body, headers)`` for raw ``body`` bytes (a retry, or a malformed body)."""
         return body, self.headers(body, timestamp=timestamp)
+
+
+def envelope(event_name: str, data: Any, *, version: int = 1) -> bytes:
+    """The compact JSON envelope ``{"eventName", "version", "data"}`` (spec §2.7)."""
+    return json.dumps(
+        {"eventName": event_name, "version": version, "data": data}, separators=(",", ":")
+    ).encode()

@@ -1,0 +1,80 @@
+"""The pytest plugin as a user sees it: installed by the entry point, fixtures usable
+in a project's own tests (run in-process by ``pytester``)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+USER_TESTS = """
+import pytest
+from flask import Flask
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from service_webhooks import WebhookReceiver
+from service_webhooks.adapters.asgi import WebhookApp
+from service_webhooks.adapters.flask import webhook_blueprint
+
+SECRET = "whsec-my-app-test-secret"
+received = []
+receiver = WebhookReceiver(secrets=SECRET, store="memory")
+receiver.on("note.created", lambda event: received.append(event.data.id))
+
+
+@pytest.fixture
+def webhook_secret():
+    return SECRET  # the app's test secret
+
+
+def test_starlette(deliver_webhook):
+    client = TestClient(Starlette(routes=[Route("/webhooks", WebhookApp(receiver))]))
+    response = deliver_webhook(client, "/webhooks", "note.created",
+                               {"id": "n-1", "author": "a@b.c", "text": "hi"})
+    assert response.status_code == 200
+    assert response.json()["reason"] == "processed"
+
+
+def test_flask(deliver_webhook):
+    app = Flask(__name__)
+    app.register_blueprint(webhook_blueprint(receiver))
+    response = deliver_webhook(app.test_client(), "/webhooks", "note.created",
+                               {"id": "n-2", "author": "a@b.c", "text": "hi"})
+    assert response.status_code == 200
+    assert received == ["n-1", "n-2"]
+
+
+def test_signer_and_receiver(webhook_signer, webhook_receiver):
+    assert repr(webhook_signer) == "Signer(secret=<redacted>, organization_id='o-TEST-na1')"
+    body, headers = webhook_signer.delivery("note.created", {"id": "x", "author": "a", "text": "t"})
+    assert webhook_receiver.process(body, headers["Service-Signature"]).status == 200
+"""
+
+
+@pytest.fixture(autouse=True)
+def _ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
+def test_fixtures_in_a_users_project(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=3)
+
+
+def test_fixtures_are_listed_with_their_docs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_empty="def test_nothing(): pass\n")
+    result = pytester.runpytest("--fixtures", "-p", "no:cacheprovider")
+    listed = result.stdout.str()
+    for name in (
+        "webhook_secret",
+        "webhook_organization_id",
+        "webhook_signer",
+        "deliver_webhook",
+        "adeliver_webhook",
+        "webhook_receiver",
+    ):
+        assert name in listed
+    assert "from service_webhooks" in listed
