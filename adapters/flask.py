@@ -37,8 +37,8 @@ from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.wsgi import get_input_stream
 
 from service_webhooks.dispatch import Router
-from service_webhooks.exceptions import ConfigurationError, PayloadTooLargeError
-from service_webhooks.outcome import Outcome, outcome_for_error
+from service_webhooks.exceptions import ConfigurationError
+from service_webhooks.outcome import Outcome
 from service_webhooks.receiver import WebhookReceiver
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
@@ -153,17 +153,16 @@ def _blueprint(get_receiver: Callable[[], WebhookReceiver], url: str, name: str)
 
 
 def _handle(receiver: WebhookReceiver) -> Outcome:
-    outcome = receiver.precheck(request.method, request.content_length)
+    limit = receiver.max_body_size
+    if request.max_content_length is not None:
+        limit = min(limit, request.max_content_length)  # Flask's own cap is smaller: honour it
+    outcome = receiver.precheck(request.method, request.content_length, max_body_size=limit)
     if outcome is not None:
         return outcome
-    limit = receiver.max_body_size
-    if request.max_content_length is not None and request.max_content_length < limit:
-        limit = request.max_content_length  # Flask's own cap is smaller: honour it
-    if (request.content_length or 0) > limit:
-        return _too_large(limit)
     body = _read(get_input_stream(request.environ), limit + 1)
-    if len(body) > limit:
-        return _too_large(limit)
+    outcome = receiver.precheck(request.method, len(body), max_body_size=limit)
+    if outcome is not None:  # a body without Content-Length ran over the cap
+        return outcome
     signature = ",".join(request.headers.getlist(receiver.signature_header)) or None
     return receiver.process(body, signature, method=request.method)
 
@@ -179,10 +178,6 @@ def _read(stream: IO[bytes], limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
-
-
-def _too_large(limit: int) -> Outcome:
-    return outcome_for_error(PayloadTooLargeError(f"body is over {limit} bytes"))
 
 
 def _respond(outcome: Outcome) -> Response:

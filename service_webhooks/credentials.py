@@ -19,7 +19,7 @@ from __future__ import annotations
 import secrets as _random
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, cast
 
 from .exceptions import ConfigurationError
 
@@ -109,7 +109,10 @@ class SecretResolver(Protocol):
 def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
     if isinstance(value, (str, bytes, Secret)):
         value = [value]
-    items = tuple(v if isinstance(v, Secret) else Secret(v) for v in value)
+    if not isinstance(value, Sequence):
+        raise ConfigurationError(f"unsupported secrets value: {type(value).__name__}")
+    # Secret() itself refuses anything but a non-empty str or bytes
+    items = tuple(v if isinstance(v, Secret) else Secret(cast("str | bytes", v)) for v in value)
     if not items:
         raise ConfigurationError("at least one secret is required")
     return items
@@ -154,7 +157,9 @@ class _Callable:
         return _to_secrets(found)
 
     def __repr__(self) -> str:
-        return f"CallableSecrets({self._function!r})"
+        # never the callable's repr: a partial or a closure may hold secrets
+        name = getattr(self._function, "__qualname__", type(self._function).__name__)
+        return f"CallableSecrets(<{name}>)"
 
 
 def as_resolver(config: SecretsConfig) -> SecretResolver:

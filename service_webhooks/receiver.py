@@ -247,22 +247,33 @@ class WebhookReceiver:
     def __repr__(self) -> str:
         return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
 
-    def precheck(self, method: str, content_length: int | None = None) -> Outcome | None:
+    def precheck(
+        self, method: str, content_length: int | None = None, *, max_body_size: int | None = None
+    ) -> Outcome | None:
         """Answer before reading the body when the request line already decides it.
 
         Adapters call this first: a method other than POST (405) or a declared
-        ``Content-Length`` over :attr:`max_body_size` (413) need no body. ``None``
-        means: read at most ``max_body_size + 1`` bytes and call :meth:`process`.
+        ``Content-Length`` over the limit (413) need no body. ``None`` means: read at
+        most ``limit + 1`` bytes and call :meth:`process`.
+
+        Args:
+            method: The HTTP method.
+            content_length: The declared body size in bytes, if any.
+            max_body_size: A smaller limit in bytes imposed by the framework (e.g.
+                Flask's ``MAX_CONTENT_LENGTH``); the receiver's own limit otherwise. An
+                adapter that read more than such a limit calls this again with the
+                size it read, to get the 413.
         """
         started = perf_counter()
         if method.upper() != "POST":
             return self._rejected(
                 MethodNotAllowedError(f"deliveries are POST, not {method[:16]!r}"), started
             )
-        if content_length is not None and content_length > self.max_body_size:
-            return self._rejected(
-                PayloadTooLargeError(f"body is over {self.max_body_size} bytes"), started
-            )
+        limit = self.max_body_size
+        if max_body_size is not None:
+            limit = min(limit, max_body_size)
+        if content_length is not None and content_length > limit:
+            return self._rejected(PayloadTooLargeError(f"body is over {limit} bytes"), started)
         return None
 
     # -- observing ------------------------------------------------------------------

@@ -474,3 +474,12 @@ def test_receivers_can_share_one_router(secret: str, signed: Signed, drive: Driv
     assert drive(second, *signed(secret="another-secret-" * 3, org="o-2")).reason == "processed"
     assert drive(first, *signed(org="o-1")).reason == "processed"
     assert seen == ["o-2", "o-1"]
+
+
+def test_precheck_honours_a_smaller_framework_limit(receiver: WebhookReceiver) -> None:
+    refused = receiver.precheck("POST", 101, max_body_size=100)
+    assert refused is not None
+    assert (refused.status, refused.reason) == (413, "payload_too_large")
+    assert receiver.precheck("POST", 100, max_body_size=100) is None
+    assert receiver.precheck("POST", MAX_BODY_SIZE, max_body_size=10 * MAX_BODY_SIZE) is None
+    assert receiver.precheck("POST", MAX_BODY_SIZE + 1, max_body_size=10 * MAX_BODY_SIZE)

@@ -216,3 +216,20 @@ def test_generate_secret_is_256_random_bits() -> None:
     first, second = generate_secret(), generate_secret()
     assert first != second
     assert len(base64.urlsafe_b64decode(first + "=")) == 32
+
+
+@pytest.mark.parametrize("bad", [{"o-1": 42}, [42], {"o-1": [None]}, {"o-1": ["ok-secret", b""]}])
+def test_bad_secret_values_inside_a_configuration_are_refused(bad: object) -> None:
+    with pytest.raises(ConfigurationError):
+        as_resolver(bad)  # type: ignore[arg-type]
+
+
+def test_callable_resolver_repr_hides_what_the_callable_holds() -> None:
+    import functools
+
+    def lookup(table: dict[str, str], org: str) -> str | None:
+        return table.get(org)
+
+    resolver = as_resolver(functools.partial(lookup, {"o-1": KEY}))
+    assert KEY not in repr(resolver)
+    assert verify(BODY, header(), resolver, now=NOW)
