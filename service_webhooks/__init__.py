@@ -15,42 +15,125 @@ handlers, answering with the status the service expects (spec §3.3, §7)::
 Mount it with :mod:`service_webhooks.adapters.asgi`, ``.flask`` or ``.django``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from .credentials import Secret, SecretResolver, SecretsConfig, as_resolver, generate_secret
-from .dispatch import ErrorHook, Handler, Router
-from .envelope import MAX_BODY_SIZE, Envelope, decode_envelope
-from .events import EVENT_MODELS, Duration, Event, NoteCreated, SegmentTrendAlert
-from .exceptions import (
-    ConfigurationError,
-    EnvelopeError,
-    MethodNotAllowedError,
-    PayloadTooLargeError,
-    SignatureError,
-    SignatureFormatError,
-    SignatureMismatchError,
-    StoreError,
-    TimestampError,
-    UnknownOrganizationError,
-    Unprocessable,
-    WebhookError,
-)
-from .outcome import Outcome
-from .receiver import WebhookReceiver, default_idempotency_key
-from .signing import (
-    DEFAULT_TOLERANCE,
-    SIGNATURE_HEADER,
-    SignatureHeader,
-    parse_signature_header,
-    sign,
-    verify,
-)
-from .stores import ClaimState, IdempotencyStore, MemoryStore, SQLiteStore, SyncStore
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .credentials import (
+        Secret,
+        SecretResolver,
+        SecretsConfig,
+        as_resolver,
+        generate_secret,
+    )
+    from .dispatch import (
+        ErrorHook,
+        Handler,
+        Router,
+    )
+    from .envelope import (
+        MAX_BODY_SIZE,
+        Envelope,
+        decode_envelope,
+    )
+    from .events import (
+        EVENT_MODELS,
+        Duration,
+        Event,
+        NoteCreated,
+        SegmentTrendAlert,
+    )
+    from .exceptions import (
+        ConfigurationError,
+        EnvelopeError,
+        MethodNotAllowedError,
+        PayloadTooLargeError,
+        SignatureError,
+        SignatureFormatError,
+        SignatureMismatchError,
+        StoreError,
+        TimestampError,
+        UnknownOrganizationError,
+        Unprocessable,
+        WebhookError,
+    )
+    from .outcome import (
+        Outcome,
+    )
+    from .receiver import (
+        WebhookReceiver,
+        default_idempotency_key,
+    )
+    from .signing import (
+        DEFAULT_TOLERANCE,
+        SIGNATURE_HEADER,
+        SignatureHeader,
+        parse_signature_header,
+        sign,
+        verify,
+    )
+    from .stores import (
+        ClaimState,
+        IdempotencyStore,
+        MemoryStore,
+        SQLiteStore,
+        SyncStore,
+    )
 
 try:
     __version__ = version("service-webhooks")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
+
+# Public name -> the module defining it. Loaded on first use (PEP 562), so importing
+# the package (or its pytest plugin) stays cheap and imports no optional dependency.
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_TOLERANCE": ".signing",
+    "EVENT_MODELS": ".events",
+    "MAX_BODY_SIZE": ".envelope",
+    "SIGNATURE_HEADER": ".signing",
+    "ClaimState": ".stores",
+    "ConfigurationError": ".exceptions",
+    "Duration": ".events",
+    "Envelope": ".envelope",
+    "EnvelopeError": ".exceptions",
+    "ErrorHook": ".dispatch",
+    "Event": ".events",
+    "Handler": ".dispatch",
+    "IdempotencyStore": ".stores",
+    "MemoryStore": ".stores",
+    "MethodNotAllowedError": ".exceptions",
+    "NoteCreated": ".events",
+    "Outcome": ".outcome",
+    "PayloadTooLargeError": ".exceptions",
+    "Router": ".dispatch",
+    "SQLiteStore": ".stores",
+    "Secret": ".credentials",
+    "SecretResolver": ".credentials",
+    "SecretsConfig": ".credentials",
+    "SegmentTrendAlert": ".events",
+    "SignatureError": ".exceptions",
+    "SignatureFormatError": ".exceptions",
+    "SignatureHeader": ".signing",
+    "SignatureMismatchError": ".exceptions",
+    "StoreError": ".exceptions",
+    "SyncStore": ".stores",
+    "TimestampError": ".exceptions",
+    "UnknownOrganizationError": ".exceptions",
+    "Unprocessable": ".exceptions",
+    "WebhookError": ".exceptions",
+    "WebhookReceiver": ".receiver",
+    "as_resolver": ".credentials",
+    "decode_envelope": ".envelope",
+    "default_idempotency_key": ".receiver",
+    "generate_secret": ".credentials",
+    "parse_signature_header": ".signing",
+    "sign": ".signing",
+    "verify": ".signing",
+}
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -97,3 +180,16 @@ __all__ = [
     "sign",
     "verify",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import zipfile
@@ -26,16 +27,27 @@ def test_all_is_sorted_and_every_name_exists() -> None:
         assert hasattr(service_webhooks, name), name
 
 
-def test_public_names_are_exported() -> None:
-    public = {
-        name
-        for name, value in vars(service_webhooks).items()
-        if not name.startswith("_") and not isinstance(value, type(sys))
-    }
-    assert public - {"annotations"} <= set(service_webhooks.__all__) | {
-        "PackageNotFoundError",
-        "version",
-    }
+def test_every_lazy_export_is_public_and_resolves() -> None:
+    exports = set(service_webhooks._EXPORTS)
+    assert exports | {"__version__"} == set(service_webhooks.__all__)
+    for name in exports:
+        module = importlib.import_module(service_webhooks._EXPORTS[name], "service_webhooks")
+        assert getattr(service_webhooks, name) is getattr(module, name)
+    with pytest.raises(AttributeError):
+        service_webhooks.NoSuchName  # noqa: B018
+
+
+def test_importing_the_package_imports_no_submodule_until_used() -> None:
+    code = (
+        "import sys, service_webhooks.testing.pytest_plugin;"
+        "print(sorted(m for m in sys.modules if m.startswith('service_webhooks')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == (
+        "['service_webhooks', 'service_webhooks.testing', 'service_webhooks.testing.pytest_plugin']"
+    )
 
 
 def test_importing_the_core_loads_no_web_framework() -> None:

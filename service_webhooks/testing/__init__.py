@@ -11,8 +11,23 @@
 See ``docs/testing.md``.
 """
 
-from .clients import AsyncDeliverer, Deliverer, UnsupportedClientError
-from .signer import CONTENT_TYPE, Signer, envelope
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .clients import AsyncDeliverer, Deliverer, UnsupportedClientError
+    from .signer import CONTENT_TYPE, Signer, envelope
+
+_EXPORTS = {
+    "CONTENT_TYPE": ".signer",
+    "AsyncDeliverer": ".clients",
+    "Deliverer": ".clients",
+    "Signer": ".signer",
+    "UnsupportedClientError": ".clients",
+    "envelope": ".signer",
+}
 
 __all__ = [
     "CONTENT_TYPE",
@@ -22,3 +37,12 @@ __all__ = [
     "UnsupportedClientError",
     "envelope",
 ]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the pytest plugin imports this package early
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
