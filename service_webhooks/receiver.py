@@ -38,7 +38,7 @@ import logging
 import secrets as _random
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from time import perf_counter
 from typing import Any, Protocol, TypeVar
 
@@ -110,6 +110,8 @@ DEFAULT_RETENTION = 72 * 3600.0
 
 DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
 """The idempotency store used when none is given: a SQLite file in the working directory."""
+
+_NO_SPAN: AbstractContextManager[object] = nullcontext()  # reusable: no tracer configured
 
 KeyFunction = Callable[[Event[Any]], str]
 
@@ -355,13 +357,9 @@ class WebhookReceiver:
                 return self._answer(plan, done, started)
             handlers_started = perf_counter()
             try:
-                if tracer is None:
+                with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
                     for registration in plan.handlers:
                         _run_sync(registration, plan.event)
-                else:
-                    with tracer.handlers(plan.event):
-                        for registration in plan.handlers:
-                            _run_sync(registration, plan.event)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
                 _guard_release(store.release, key, plan.token)
@@ -389,13 +387,9 @@ class WebhookReceiver:
                 return self._answer(plan, done, started)
             handlers_started = perf_counter()
             try:
-                if tracer is None:
+                with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
                     for registration in plan.handlers:
                         await self._run_async(registration, plan.event)
-                else:
-                    with tracer.handlers(plan.event):
-                        for registration in plan.handlers:
-                            await self._run_async(registration, plan.event)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
                 await _aguard_release(store.arelease(key, plan.token))
