@@ -1,0 +1,218 @@
+"""``service-webhooks send`` against an in-process ``httpx.MockTransport``: each kind of
+answer or failure and how it is classified and printed (spec §7), plus argument errors.
+
+``tests/cli/test_send.py`` uses a real server; here every client the command creates
+gets a mock transport, so the failure kinds that a real server cannot produce on
+demand (protocol errors, other transport errors, the overall deadline) are covered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from service_webhooks import SIGNATURE_HEADER, Secret, verify
+from service_webhooks.cli import main
+
+send_module = importlib.import_module("service_webhooks.cli.send")  # not the command
+
+SECRET = "whsec-send-inprocess"
+ORG = "o-SENDMOCK-eu1"
+URL = "http://receiver.test/webhooks"
+TEMPORARY = "temporary failure (the service would retry)"
+PERMANENT = "permanent failure (the service would not retry)"
+
+Handler = Callable[[httpx.Request], Any]
+
+
+@pytest.fixture
+def transport(monkeypatch: pytest.MonkeyPatch) -> Callable[[Handler], list[httpx.Request]]:
+    """``transport(handler)``: the command's client answers with ``handler``; returns the
+    list the requests it receives are appended to."""
+
+    def install(handler: Handler) -> list[httpx.Request]:
+        requests: list[httpx.Request] = []
+        real_client = httpx.AsyncClient
+
+        async def recording(request: httpx.Request) -> Any:
+            requests.append(request)
+            answer = handler(request)
+            return await answer if asyncio.iscoroutine(answer) else answer
+
+        def client(**options: Any) -> httpx.AsyncClient:
+            assert options == {"timeout": send_module.DEADLINE, "follow_redirects": False,
+                               "trust_env": False}  # fmt: skip
+            return real_client(transport=httpx.MockTransport(recording), **options)
+
+        monkeypatch.setattr(httpx, "AsyncClient", client)
+        return requests
+
+    return install
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(
+        main, ["send", URL, "--secret", SECRET, "--org", ORG, *args], catch_exceptions=False
+    )
+
+
+def event_args(data: str = '{"id": "n-1"}') -> list[str]:
+    return ["--event", "note.created", "--data", data]
+
+
+def test_success_prints_status_and_response_excerpt(transport: Any) -> None:
+    requests = transport(lambda request: httpx.Response(200, text="  " + "ok " * 100 + "\n"))
+    result = run(*event_args())
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    [request] = requests
+    body = request.content
+    assert lines[0] == f"POST {URL}  note.created v1  org {ORG}  ({len(body)} bytes)"
+    assert lines[1] == "HTTP 200 OK: success"
+    assert lines[2] == "response: " + ("ok " * 100)[:198].strip()  # 200 chars, stripped
+    assert request.method == "POST"
+    assert request.headers["user-agent"] == "service-webhooks-send"
+    assert request.headers["content-type"] == "application/json; charset=utf-8"
+    assert json.loads(body) == {"eventName": "note.created", "version": 1, "data": {"id": "n-1"}}
+    header = verify(body, request.headers[SIGNATURE_HEADER], [Secret(SECRET)])
+    assert header.organization_id == ORG
+
+
+@pytest.mark.parametrize(
+    ("status", "line", "exit_code"),
+    [
+        (202, "HTTP 202 Accepted: success", 0),
+        (307, f"HTTP 307 Temporary Redirect: {TEMPORARY}", 1),
+        (400, f"HTTP 400 Bad Request: {PERMANENT}", 1),
+        (599, f"HTTP 599 : {TEMPORARY}", 1),  # no reason phrase: no double space
+    ],
+)
+def test_status_without_body(transport: Any, status: int, line: str, exit_code: int) -> None:
+    transport(lambda request: httpx.Response(status))
+    result = run(*event_args())
+    assert result.exit_code == exit_code
+    assert result.output.splitlines()[1:] == [line]  # an empty body prints no response line
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (httpx.ConnectError("refused here"), "no response (ConnectError: refused here)"),
+        (httpx.ReadTimeout("slow"), "no response (ReadTimeout: slow)"),
+        (
+            httpx.RemoteProtocolError("garbage"),
+            "no response (RemoteProtocolError: garbage)",
+        ),
+        (httpx.ReadError(""), "no response (ReadError: ReadError)"),  # empty message
+        (httpx.UnsupportedProtocol("nope"), "no response (UnsupportedProtocol: nope)"),
+    ],
+)
+def test_no_answer_is_a_temporary_failure(
+    transport: Any, error: httpx.HTTPError, line: str
+) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    transport(fail)
+    result = run(*event_args())
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == f"{line}: {TEMPORARY}"
+
+
+@pytest.mark.parametrize(
+    ("error", "failure"),
+    [
+        (httpx.ConnectTimeout("t"), "timeout"),
+        (httpx.ReadTimeout("t"), "timeout"),
+        (httpx.ConnectError("c"), "refused"),
+        (httpx.RemoteProtocolError("p"), "protocol"),
+        (httpx.LocalProtocolError("p"), "protocol"),
+        (httpx.ReadError("r"), "transport"),
+        (httpx.UnsupportedProtocol("u"), "transport"),
+    ],
+)
+def test_failure_kinds(error: httpx.HTTPError, failure: str) -> None:
+    assert send_module._failure_of(error).name.lower() == failure
+
+
+def test_overall_deadline_ends_a_slow_answer(
+    transport: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(send_module, "DEADLINE", 0.05)
+
+    async def never(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        raise AssertionError("the deadline did not end the attempt")
+
+    transport(never)
+    result = run(*event_args())
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"no response (TimeoutException: no complete answer within 0.05 s): {TEMPORARY}"
+    )
+
+
+def test_body_from_stdin_is_sent_unchanged(transport: Any) -> None:
+    requests = transport(lambda request: httpx.Response(204))
+    raw = b'{"eventName":"x","version":1,"data":null}  \n'
+    result = CliRunner().invoke(
+        main,
+        ["send", URL, "--secret", SECRET, "--org", ORG, "--body-file", "-", "--timestamp", "5"],
+        input=raw,
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"POST {URL}  body file  org {ORG}  ({len(raw)} bytes)",
+        "HTTP 204 No Content: success",
+    ]
+    [request] = requests
+    assert request.content == raw
+    header = verify(raw, request.headers[SIGNATURE_HEADER], [Secret(SECRET)], now=5)
+    assert header.timestamp == 5
+
+
+@pytest.mark.parametrize("org", ["o,1", "é", ""])
+def test_an_unsignable_organization_is_a_usage_error(transport: Any, org: str) -> None:
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner().invoke(
+        main, ["send", URL, "--secret", SECRET, "--org", org, *event_args()]
+    )
+    assert result.exit_code == 2
+    assert "Invalid value for --org: organization_id must be non-empty printable ASCII" in (
+        result.output
+    )
+    assert requests == []
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://host:port/", "Invalid value for URL: Invalid port: 'port'"),
+        ("http:///no-host", "Invalid value for URL: expected an http:// or https:// URL"),
+        ("mailto:a@b.c", "Invalid value for URL: expected an http:// or https:// URL"),
+    ],
+)
+def test_unusable_url_is_a_usage_error(transport: Any, url: str, message: str) -> None:
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner().invoke(
+        main, ["send", url, "--secret", SECRET, "--org", ORG, *event_args()]
+    )
+    assert result.exit_code == 2
+    assert message in result.output
+    assert requests == []
+
+
+def test_https_url_is_accepted(transport: Any) -> None:
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner().invoke(
+        main, ["send", "https://receiver.test/h", "--secret", SECRET, "--org", ORG, *event_args()]
+    )
+    assert result.exit_code == 0, result.output
+    assert str(requests[0].url) == "https://receiver.test/h"
