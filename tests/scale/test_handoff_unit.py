@@ -1,0 +1,161 @@
+"""``CeleryHandoff`` without a worker: Celery's in-memory broker and eager mode.
+
+The real worker runs in ``test_celery.py``; here the task runs in the test process, so
+the web-process side (``attach``, ``enqueue``) and the worker side (``run``) are
+checked together: what is registered where, what runs, and what a failing handler
+does to the worker-side claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("celery")
+from celery import Celery
+
+from service_webhooks import (
+    ConfigurationError,
+    Event,
+    NoteCreated,
+    WebhookReceiver,
+    default_idempotency_key,
+    sign,
+)
+from service_webhooks.handoff import DEFAULT_TASK_NAME, CeleryHandoff
+from service_webhooks.stores import ClaimState, MemoryStore
+
+SECRET = "whsec-handoff-unit"
+ORG = "o-HANDOFF-eu1"
+NOTE = b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a@b.c","text":"t"}}'
+TREND = b'{"eventName":"segment.trend.alert","version":1,"data":{"duration":"DAILY"}}'
+TIMESTAMP = 1_700_000_000
+
+
+def eager_app(name: str = "eager") -> Celery:
+    """Tasks run in-process as soon as they are sent (no worker, no broker I/O)."""
+    app = Celery(name, broker="memory://")
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    return app
+
+
+def args_for(body: bytes) -> tuple[str, str, int, str]:
+    return body.decode(), ORG, TIMESTAMP, default_idempotency_key(ORG, body)
+
+
+def test_a_celery_application_is_required() -> None:
+    with pytest.raises(ConfigurationError, match=r"needs a celery\.Celery application"):
+        CeleryHandoff(object())
+
+
+def test_repr_names_the_task_and_queue() -> None:
+    handoff = CeleryHandoff(eager_app(), task_name="hooks.run", queue="webhooks")
+    assert repr(handoff) == "CeleryHandoff(task='hooks.run', queue='webhooks')"
+    assert repr(CeleryHandoff(eager_app())) == (
+        f"CeleryHandoff(task={DEFAULT_TASK_NAME!r}, queue=None)"
+    )
+
+
+def test_attach_for_one_event_enqueues_only_that_event() -> None:
+    handoff = CeleryHandoff(eager_app())
+    seen: list[Event[Any]] = []
+    handoff.on("note.created")(seen.append)
+    handoff.on("segment.trend.alert")(seen.append)
+    receiver = WebhookReceiver(secrets=SECRET, store="memory")
+    handoff.attach(receiver, "note.created", version=1)
+
+    outcome = receiver.process(NOTE, sign(NOTE, SECRET, ORG, timestamp=None))
+    assert outcome.status == 200
+    [event] = seen  # the task ran (eagerly) with the rebuilt event
+    assert event.name == "note.created"
+    assert event.organization_id == ORG
+    assert isinstance(event.data, NoteCreated)
+    assert event.body == NOTE
+    assert event.idempotency_key == default_idempotency_key(ORG, NOTE)
+
+    # segment.trend.alert has a worker-side handler but was not attached on the receiver
+    assert receiver.process(TREND, sign(TREND, SECRET, ORG)).status == 200
+    assert len(seen) == 1
+
+
+def test_the_task_runs_every_handler_sync_and_async_without_a_store() -> None:
+    handoff = CeleryHandoff(eager_app())
+    calls: list[str] = []
+
+    @handoff.on("note.created")
+    def first(event: Event[NoteCreated]) -> None:
+        calls.append("sync:" + event.data.id)
+
+    @handoff.on_any
+    async def second(event: Event[Any]) -> None:
+        await asyncio.sleep(0)
+        calls.append("async:" + event.name)
+
+    # the registered Celery task is the entry point the worker calls
+    assert handoff.task(*args_for(NOTE)) == "processed"
+    assert calls == ["sync:n-1", "async:note.created"]
+    assert handoff.run(*args_for(NOTE)) == "processed"  # no store: no worker-side dedup
+    assert len(calls) == 4
+
+
+def test_an_event_without_handlers_is_unhandled_and_claims_nothing() -> None:
+    store = MemoryStore()
+    handoff = CeleryHandoff(eager_app(), store=store)
+    handoff.on("note.created")(lambda event: None)
+    body, org, timestamp, key = args_for(TREND)
+    assert handoff.run(body, org, timestamp, key) == "unhandled"
+    assert store.state("task:" + key) is None
+
+
+def test_a_failing_handler_releases_the_worker_claim_and_raises() -> None:
+    store = MemoryStore()
+    handoff = CeleryHandoff(eager_app(), store=store, lease=60, retention=3600)
+    attempts: list[int] = []
+
+    @handoff.on("note.created")
+    def flaky(event: Event[Any]) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("downstream is down")
+
+    args = args_for(NOTE)
+    key = "task:" + args[3]
+    with pytest.raises(RuntimeError, match="downstream is down"):
+        handoff.run(*args)
+    assert store.state(key) is None  # released: Celery's retry may run it again
+    assert handoff.run(*args) == "processed"
+    assert store.claim(key, "another-worker", 60) is ClaimState.DONE
+    assert handoff.run(*args) == "duplicate"
+    assert len(attempts) == 2
+
+
+def test_a_failing_handler_without_a_store_raises() -> None:
+    handoff = CeleryHandoff(eager_app())
+
+    @handoff.on("note.created")
+    async def broken(event: Event[Any]) -> None:
+        raise ValueError("bad data")
+
+    with pytest.raises(ValueError, match="bad data"):
+        handoff.run(*args_for(NOTE))
+
+
+def test_enqueue_sends_the_raw_body_and_signature_fields_to_the_queue() -> None:
+    app = Celery("queued", broker="memory://")  # not eager: the message stays queued
+    handoff = CeleryHandoff(app, queue="hooks-unit", retry_policy={"max_retries": 0})
+    assert handoff.retry_policy == {"max_retries": 0}
+    event: Event[Any] = Event("note.created", 1, None, ORG, TIMESTAMP, "k" * 64, NOTE)
+    handoff.enqueue(event)
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue("hooks-unit")
+        try:
+            message = queue.get(timeout=5)
+            message.ack()
+        finally:
+            queue.close()
+    args = message.payload[0]
+    assert args == [NOTE.decode(), ORG, TIMESTAMP, "k" * 64]
+    assert message.headers["task"] == DEFAULT_TASK_NAME
