@@ -1,0 +1,175 @@
+"""``service-webhooks trigger`` / ``deliver`` with the sender's transport scripted in-process
+(no sockets): verdicts, exit codes, the summary, the audit log and the JSONL options."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from service_webhooks.cli import main
+from service_webhooks.delivery import Sender
+
+deliver_module = importlib.import_module("service_webhooks.cli.deliver")  # not the command
+
+URL = "http://receiver.test/hooks"
+
+
+class PublicResolver:
+    async def resolve(self, host: str, port: int) -> Sequence[str]:
+        return ["93.184.215.14"]  # public: passes the reserved-address check
+
+
+@pytest.fixture
+def answer_with(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], list[httpx.Request]]:
+    """``answer_with(status or handler)``: every Sender the commands build gets a mock
+    transport; returns the list of requests it received."""
+
+    def install(answer: Any) -> list[httpx.Request]:
+        requests: list[httpx.Request] = []
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            requests.append(request)
+            return answer(request) if callable(answer) else httpx.Response(answer)
+
+        factory = functools.partial(
+            Sender, transport=httpx.MockTransport(handler), resolver=PublicResolver()
+        )
+        monkeypatch.setattr(deliver_module, "Sender", factory)
+        return requests
+
+    return install
+
+
+def run(*args: str) -> Any:
+    return CliRunner(env={"COLUMNS": "200"}).invoke(main, list(args), catch_exceptions=False)
+
+
+def test_trigger_delivered(answer_with: Any) -> None:
+    requests = answer_with(200)
+    result = run("trigger", "note.created", "--url", URL, "--secret", "s", "--org", "o-TRIG")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"#1 +\+00:00:00 success", result.output)
+    assert "delivered after 1 attempt(s)" in result.output
+    assert "allow-private-destinations" not in result.output
+    [request] = requests
+    assert request.headers["service-signature"].startswith("o:o-TRIG,t:")
+    assert json.loads(request.content)["eventName"] == "note.created"
+
+
+def test_trigger_permanent_failure_is_not_retried(answer_with: Any) -> None:
+    requests = answer_with(410)
+    result = run(
+        "trigger", "segment.trend.alert", "--url", URL, "--secret", "s", "--fast",
+        "--data", '{"duration": "WEEKLY"}',
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "permanent failure: not retried after 1 attempt(s)" in result.output
+    [request] = requests
+    assert json.loads(request.content)["data"] == {"duration": "WEEKLY"}
+
+
+def test_trigger_invalid_data_is_a_usage_error(answer_with: Any) -> None:
+    requests = answer_with(200)
+    result = CliRunner().invoke(
+        main, ["trigger", "note.created", "--url", URL, "--secret", "s", "--data", "{nope"]
+    )
+    assert result.exit_code == 2
+    assert requests == []
+
+
+def write_events(path: Path, *items: Any) -> Path:
+    path.write_text("\n".join(json.dumps(item) for item in items) + "\n", encoding="utf-8")
+    return path
+
+
+def test_deliver_uses_ids_orgs_and_subcategories_from_the_file(
+    answer_with: Any, tmp_path: Path
+) -> None:
+    requests = answer_with(200)
+    events = write_events(
+        tmp_path / "events.jsonl",
+        {"eventName": "note.created", "data": {"id": "n-1"}, "id": 42, "organizationId": "o-A"},
+        {"eventName": "note.created", "version": 2, "data": {"id": "n-2"}, "organizationId": "o-B"},
+        {"eventName": "segment.trend.alert", "data": {"duration": "DAILY"},
+         "organizationId": "o-B", "subcategory": "sub-1"},
+    )  # fmt: skip
+    audit = tmp_path / "audit.json"
+    result = run(
+        "deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast",
+        "--audit-log", str(audit), "--seed", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"audit log: {audit} (3 attempts)" in result.output
+    assert re.search(r"│ events\s+│\s+3 │", result.output)
+    assert re.search(r"│ delivered\s+│\s+3 │", result.output)
+    organizations = sorted(r.headers["service-signature"].split(",")[0] for r in requests)
+    assert organizations == ["o:o-A", "o:o-B", "o:o-B"]
+    bodies = [json.loads(r.content) for r in requests]
+    assert {(b["eventName"], b["version"]) for b in bodies} == {
+        ("note.created", 1),
+        ("note.created", 2),
+        ("segment.trend.alert", 1),
+    }
+    rows = json.loads(audit.read_text(encoding="utf-8"))
+    assert len(rows) == 3
+    assert "42" in {row["event_id"] for row in rows}
+    assert {row["result"] for row in rows} == {"success"}
+
+
+def test_deliver_with_failures_exits_1_without_an_audit_log(
+    answer_with: Any, tmp_path: Path
+) -> None:
+    answer_with(lambda request: httpx.Response(400 if b"n-bad" in request.content else 200))
+    events = write_events(
+        tmp_path / "events.jsonl",
+        {"eventName": "note.created", "data": {"id": "n-ok"}},
+        {"eventName": "note.created", "data": {"id": "n-bad"}},
+    )
+    result = run("deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast")
+    assert result.exit_code == 1
+    assert re.search(r"│ delivered\s+│\s+1 │", result.output)
+    assert re.search(r"│ permanent failures\s+│\s+1 │", result.output)
+    assert "audit log" not in result.output
+
+
+def test_deliver_refused_destination_prints_the_hint(tmp_path: Path) -> None:
+    events = write_events(tmp_path / "e.jsonl", {"eventName": "note.created", "data": {}})
+    result = run(
+        "deliver", "--url", "http://127.0.0.1:9/", "--secret", "s", "--events", str(events),
+        "--fast",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "pass --allow-private-destinations" in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "line"),
+    [
+        ("ftp://receiver.test/", "http or https"),
+        ("http://receiver.test/", "line 1"),
+    ],
+)
+def test_deliver_configuration_errors_are_usage_errors(
+    answer_with: Any, tmp_path: Path, url: str, line: str
+) -> None:
+    requests = answer_with(200)
+    events = tmp_path / "e.jsonl"
+    if line == "line 1":
+        events.write_text('{"eventName": "note.created", "version": "one"}\n', encoding="utf-8")
+    else:
+        write_events(events, {"eventName": "note.created", "data": {}})
+    result = CliRunner().invoke(
+        main, ["deliver", "--url", url, "--secret", "s", "--events", str(events)]
+    )
+    assert result.exit_code == 2, result.output
+    assert line in result.output
+    assert requests == []
