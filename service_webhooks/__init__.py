@@ -60,12 +60,14 @@ if TYPE_CHECKING:
         Unprocessable,
         WebhookError,
     )
+    from .idempotency import (
+        default_idempotency_key,
+    )
     from .outcome import (
         Outcome,
     )
     from .receiver import (
         WebhookReceiver,
-        default_idempotency_key,
     )
     from .signing import (
         DEFAULT_TOLERANCE,
@@ -128,7 +130,7 @@ _EXPORTS: dict[str, str] = {
     "WebhookReceiver": ".receiver",
     "as_resolver": ".credentials",
     "decode_envelope": ".envelope",
-    "default_idempotency_key": ".receiver",
+    "default_idempotency_key": ".idempotency",
     "generate_secret": ".credentials",
     "parse_signature_header": ".signing",
     "sign": ".signing",

@@ -16,6 +16,7 @@ plain functions ``hook(event, error)``, called after a handler raised.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any, TypeAlias, TypeVar, overload
 from .events import Event
 from .exceptions import ConfigurationError
 
-__all__ = ["ErrorHook", "Handler", "Router"]
+__all__ = ["ErrorHook", "Handler", "Registration", "Router", "run_sync"]
 
 Handler: TypeAlias = Callable[[Event[Any]], Coroutine[Any, Any, None] | None]
 """``handler(event) -> None``, sync or ``async``."""
@@ -164,3 +165,28 @@ def _registration(handler: Handler) -> Registration:
     if not callable(handler):
         raise ConfigurationError(f"handler must be callable, got {type(handler).__name__}")
     return Registration(handler, _is_async(handler))
+
+
+def run_sync(registration: Registration, event: Event[Any]) -> None:
+    """Call one handler from synchronous code (``process``); an async one runs to the end."""
+    result = registration.handler(event)
+    if inspect.isawaitable(result):
+        run_coroutine(result)
+
+
+def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
+    """Run an async handler's coroutine to completion from synchronous code."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(_await(awaitable))
+        return
+    awaitable.close()
+    raise RuntimeError(
+        "an async handler was called from process() inside a running event loop; "
+        "call aprocess() there instead"
+    )
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable

@@ -40,7 +40,8 @@ from .dispatch import Router
 from .envelope import decode_envelope
 from .events import Event
 from .exceptions import ConfigurationError, StoreError
-from .receiver import DEFAULT_LEASE, DEFAULT_RETENTION, WebhookReceiver
+from .idempotency import DEFAULT_LEASE, DEFAULT_RETENTION
+from .receiver import WebhookReceiver
 from .stores.base import ClaimState, IdempotencyStore
 
 try:

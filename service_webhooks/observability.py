@@ -85,8 +85,8 @@ _delivery_span: ContextVar[Span | None] = ContextVar("service_webhooks_span", de
 
 
 class Telemetry:
-    """A :class:`~service_webhooks.receiver.DeliveryTracer` and
-    :class:`~service_webhooks.receiver.OutcomeObserver` recording spans and metrics.
+    """A :class:`~service_webhooks.reporting.DeliveryTracer` and
+    :class:`~service_webhooks.reporting.OutcomeObserver` recording spans and metrics.
 
     Usually made by :func:`instrument`. Given only as an observer (no tracer), it still
     records the metrics and one span per delivery, started and ended when the answer

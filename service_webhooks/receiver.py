@@ -22,8 +22,8 @@ finished and the key was recorded as done.
 Observability: every answer goes through :meth:`_finish`, which, only when someone
 listens, builds one :class:`~service_webhooks.outcome.DeliveryRecord`, logs it as one
 INFO line on the ``service_webhooks`` logger (readable message plus ``extra`` fields,
-see :data:`LOG_FIELDS`) and hands it to each :class:`OutcomeObserver`. An optional
-:class:`DeliveryTracer` wraps the whole delivery and the handlers in context managers
+see :mod:`service_webhooks.reporting`) and hands it to each observer. An optional
+tracer wraps the whole delivery and the handlers in context managers
 (:mod:`service_webhooks.observability` makes OpenTelemetry spans with it). With no
 observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
 """
@@ -31,21 +31,18 @@ observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
-import itertools
 import logging
-import secrets as _random
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from time import perf_counter
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from .credentials import SecretsConfig, as_resolver
-from .dispatch import Registration, Router
+from .dispatch import Registration, Router, run_sync
 from .envelope import MAX_BODY_SIZE, decode_envelope
 from .events import Event
 from .exceptions import (
@@ -56,6 +53,17 @@ from .exceptions import (
     Unprocessable,
     WebhookError,
 )
+from .idempotency import (
+    DEFAULT_LEASE,
+    DEFAULT_RETENTION,
+    aguard,
+    aguard_release,
+    default_idempotency_key,
+    guard,
+    guard_release,
+    new_token,
+    open_store,
+)
 from .outcome import (
     DUPLICATE,
     HANDLER_FAILED,
@@ -65,87 +73,17 @@ from .outcome import (
     Outcome,
     outcome_for_error,
 )
+from .reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record
 from .signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
 from .stores.base import MIN_RETENTION, ClaimState, IdempotencyStore
-from .stores.sqlite import SQLiteStore
-from .stores.url import store_from_url
 
-__all__ = [
-    "DEFAULT_LEASE",
-    "DEFAULT_RETENTION",
-    "KEY_PREFIX_LENGTH",
-    "LOG_FIELDS",
-    "DeliveryTracer",
-    "OutcomeObserver",
-    "WebhookReceiver",
-    "default_idempotency_key",
-]
+__all__ = ["WebhookReceiver"]
 
 logger = logging.getLogger("service_webhooks")
-
-KEY_PREFIX_LENGTH = 12
-"""Characters of the idempotency key shown in logs and records."""
-
-LOG_FIELDS = (
-    "webhook_status",
-    "webhook_reason",
-    "webhook_event",
-    "webhook_event_version",
-    "webhook_organization",
-    "webhook_key_prefix",
-    "webhook_duration_ms",
-    "webhook_handler_ms",
-    "webhook_error_type",
-)
-"""The ``extra`` attributes of the per-delivery log record (``None`` when unknown):
-status (int), reason (str), event name, version (int), organization ID, idempotency
-key prefix (12 chars), duration and handler time in milliseconds (float), and the
-class name of a handler's or the store's exception."""
-
-DEFAULT_LEASE = 120.0
-"""Seconds a claim holds before another delivery of the same event may take it over."""
-
-DEFAULT_RETENTION = 72 * 3600.0
-"""Seconds a processed key is remembered (events are retried for 24 h, spec §3.3)."""
-
-DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
-"""The idempotency store used when none is given: a SQLite file in the working directory."""
 
 _NO_SPAN: AbstractContextManager[object] = nullcontext()  # reusable: no tracer configured
 
 KeyFunction = Callable[[Event[Any]], str]
-
-
-class OutcomeObserver(Protocol):
-    """Told about every answered delivery, e.g. to count outcomes in your own metrics.
-
-    Called once per delivery (including requests refused by ``precheck``) with its
-    :class:`~service_webhooks.outcome.DeliveryRecord`, synchronously, on the thread or
-    event loop that handles the request, before the response is written: keep it
-    cheap (increment a counter, observe a histogram) and thread-safe. An exception it
-    raises is logged and ignored; it never changes the answer.
-    """
-
-    def __call__(self, record: DeliveryRecord, /) -> None: ...
-
-
-class DeliveryTracer(Protocol):
-    """Wraps deliveries and their handlers in context managers, e.g. tracing spans.
-
-    See :mod:`service_webhooks.observability` for the OpenTelemetry one. Both context
-    managers are entered on the thread or task that handles the request (a context
-    variable set in them is seen by the handlers and the observers).
-    """
-
-    def delivery(self) -> AbstractContextManager[object]:
-        """Entered first thing in ``process``/``aprocess``, exited after the answer is
-        decided and every observer was called. Not used by ``precheck``."""
-        ...
-
-    def handlers(self, event: Event[Any], /) -> AbstractContextManager[object]:
-        """Entered around the handlers of an event that was claimed; an exception a
-        handler raises passes through it (then the claim is released)."""
-        ...
 
 
 _Observer = TypeVar("_Observer", bound=OutcomeObserver)
@@ -235,7 +173,7 @@ class WebhookReceiver:
         self.sync_handlers_in_thread = sync_handlers_in_thread
         self._key_function = idempotency_key
         self._clock = clock
-        self.store: IdempotencyStore = _open_store(store)
+        self.store: IdempotencyStore = open_store(store)
         self.router = router if router is not None else Router()
         self.on = self.router.on
         self.on_any = self.router.on_any
@@ -351,7 +289,7 @@ class WebhookReceiver:
                 return prepared
             plan, store = prepared, self.store
             key = plan.event.idempotency_key
-            state = _guard(store.claim, key, plan.token, self.lease)
+            state = guard(store.claim, key, plan.token, self.lease)
             if state is not ClaimState.NEW:
                 done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
                 return self._answer(plan, done, started)
@@ -359,13 +297,13 @@ class WebhookReceiver:
             try:
                 with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
                     for registration in plan.handlers:
-                        _run_sync(registration, plan.event)
+                        run_sync(registration, plan.event)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
-                _guard_release(store.release, key, plan.token)
+                guard_release(store.release, key, plan.token)
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
-            _guard(store.complete, key, plan.token, self.retention)
+            guard(store.complete, key, plan.token, self.retention)
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -381,7 +319,7 @@ class WebhookReceiver:
                 return prepared
             plan, store = prepared, self.store
             key = plan.event.idempotency_key
-            state = await _aguard(store.aclaim(key, plan.token, self.lease))
+            state = await aguard(store.aclaim(key, plan.token, self.lease))
             if state is not ClaimState.NEW:
                 done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
                 return self._answer(plan, done, started)
@@ -392,10 +330,10 @@ class WebhookReceiver:
                         await self._run_async(registration, plan.event)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
-                await _aguard_release(store.arelease(key, plan.token))
+                await aguard_release(store.arelease(key, plan.token))
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
-            await _aguard(store.acomplete(key, plan.token, self.retention))
+            await aguard(store.acomplete(key, plan.token, self.retention))
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -434,7 +372,7 @@ class WebhookReceiver:
         if self._key_function is not None:
             custom = self._custom_key(self._key_function, event)
             event = msgspec.structs.replace(event, idempotency_key=custom)
-        return _Plan(event, handlers, _new_token())
+        return _Plan(event, handlers, new_token())
 
     @staticmethod
     def _custom_key(function: KeyFunction, event: Event[Any]) -> str:
@@ -522,7 +460,7 @@ class WebhookReceiver:
                 detail,
                 error_type,
             )
-            _log(record)
+            log_record(record)
             for observer in observers:
                 try:
                     observer(record)
@@ -541,126 +479,3 @@ class WebhookReceiver:
             result = registration.handler(event)
             if inspect.isawaitable(result):
                 await result
-
-
-def _log(record: DeliveryRecord) -> None:
-    """One INFO line per delivery: readable, with every field in ``extra`` (LOG_FIELDS)."""
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    outcome = record.outcome
-    handler_ms = None if record.handler_duration is None else record.handler_duration * 1000
-    duration_ms = record.duration * 1000
-    logger.info(
-        "service_webhooks: %d %s event=%s version=%s org=%s key=%s in %.2f ms%s%s",
-        outcome.status,
-        outcome.reason,
-        outcome.event_name or "-",
-        "-" if record.event_version is None else record.event_version,
-        outcome.organization_id or "-",
-        record.key_prefix or "-",
-        duration_ms,
-        "" if handler_ms is None else f" (handlers {handler_ms:.2f} ms)",
-        f": {record.detail}" if record.detail else "",
-        extra={
-            "webhook_status": outcome.status,
-            "webhook_reason": outcome.reason,
-            "webhook_event": outcome.event_name,
-            "webhook_event_version": record.event_version,
-            "webhook_organization": outcome.organization_id,
-            "webhook_key_prefix": record.key_prefix,
-            "webhook_duration_ms": duration_ms,
-            "webhook_handler_ms": handler_ms,
-            "webhook_error_type": record.error_type,
-        },
-    )
-
-
-def _run_sync(registration: Registration, event: Event[Any]) -> None:
-    result = registration.handler(event)
-    if inspect.isawaitable(result):
-        _run_coroutine(result)
-
-
-def _run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(_await(awaitable))
-        return
-    awaitable.close()
-    raise RuntimeError(
-        "an async handler was called from process() inside a running event loop; "
-        "call aprocess() there instead"
-    )
-
-
-async def _await(awaitable: Any) -> None:
-    await awaitable
-
-
-def _guard(operation: Callable[..., Any], *args: Any) -> Any:
-    """Call a store operation; any failure becomes StoreError (503, fail closed)."""
-    try:
-        return operation(*args)
-    except Exception as error:
-        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
-        raise StoreError("the idempotency store is unavailable") from error
-
-
-async def _aguard(operation: Coroutine[Any, Any, Any]) -> Any:
-    try:
-        return await operation
-    except Exception as error:
-        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
-        raise StoreError("the idempotency store is unavailable") from error
-
-
-def _guard_release(operation: Callable[[str, str], bool], key: str, token: str) -> bool:
-    try:
-        return operation(key, token)
-    except Exception as error:  # the lease still expires; the retry runs then
-        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
-        return False
-
-
-async def _aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
-    try:
-        return await operation
-    except Exception as error:
-        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
-        return False
-
-
-_TOKEN_PREFIX = _random.token_hex(8)  # this process's; a counter makes each claim's unique
-_token_counter = itertools.count()
-
-
-def _new_token() -> str:
-    """A claim token unique across processes and calls, without a system call each time."""
-    return f"{_TOKEN_PREFIX}-{next(_token_counter)}"
-
-
-def default_idempotency_key(organization_id: str, body: bytes) -> str:
-    """SHA-256 (hex) of ``o + "\\n" + raw body``: retries of one event share it.
-
-    Spec §6.1: duplicates occur and each retry carries a new ``t`` but the same body.
-    """
-    digest = hashlib.sha256(organization_id.encode() + b"\n")
-    digest.update(body)
-    return digest.hexdigest()
-
-
-_STORE_METHODS = ("claim", "complete", "release", "aclaim", "acomplete", "arelease")
-
-
-def _open_store(config: IdempotencyStore | str | None) -> IdempotencyStore:
-    if config is None:
-        return SQLiteStore(DEFAULT_SQLITE_PATH)
-    if isinstance(config, str):
-        return store_from_url(config)
-    if not all(callable(getattr(config, name, None)) for name in _STORE_METHODS):
-        raise ConfigurationError(
-            "store must be an IdempotencyStore (claim/complete/release and a-twins), "
-            "'memory' or a SQLite path"
-        )
-    return config

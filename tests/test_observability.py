@@ -25,7 +25,7 @@ from service_webhooks import (
 )
 from service_webhooks import receiver as receiver_module
 from service_webhooks.outcome import DeliveryRecord
-from service_webhooks.receiver import LOG_FIELDS
+from service_webhooks.reporting import LOG_FIELDS
 
 Signed = Callable[..., tuple[bytes, str]]
 Drive = Callable[..., Outcome]

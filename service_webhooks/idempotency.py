@@ -1,0 +1,116 @@
+"""Idempotency plumbing shared by the receive drivers (spec §6.1; DESIGN.md "Idempotency").
+
+The default key, claim tokens, defaults for leases and retention, opening a store from
+its configuration, and the guards that turn any store failure into
+:class:`~service_webhooks.exceptions.StoreError` (503: fail closed, the service retries).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import secrets as _random
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from .exceptions import ConfigurationError, StoreError
+from .stores.base import IdempotencyStore
+from .stores.sqlite import SQLiteStore
+from .stores.url import store_from_url
+
+__all__ = [
+    "DEFAULT_LEASE",
+    "DEFAULT_RETENTION",
+    "DEFAULT_SQLITE_PATH",
+    "aguard",
+    "aguard_release",
+    "default_idempotency_key",
+    "guard",
+    "guard_release",
+    "new_token",
+    "open_store",
+]
+
+logger = logging.getLogger("service_webhooks")
+
+DEFAULT_LEASE = 120.0
+"""Seconds a claim holds before another delivery of the same event may take it over."""
+
+DEFAULT_RETENTION = 72 * 3600.0
+"""Seconds a processed key is remembered (events are retried for 24 h, spec §3.3)."""
+
+DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
+"""The idempotency store used when none is given: a SQLite file in the working directory."""
+
+
+def guard(operation: Callable[..., Any], *args: Any) -> Any:
+    """Call a store operation; any failure becomes StoreError (503, fail closed)."""
+    try:
+        return operation(*args)
+    except Exception as error:
+        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
+        raise StoreError("the idempotency store is unavailable") from error
+
+
+async def aguard(operation: Coroutine[Any, Any, Any]) -> Any:
+    """Await a store operation; any failure becomes StoreError (503, fail closed)."""
+    try:
+        return await operation
+    except Exception as error:
+        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
+        raise StoreError("the idempotency store is unavailable") from error
+
+
+def guard_release(operation: Callable[[str, str], bool], key: str, token: str) -> bool:
+    """Release a claim after a failure; if the store fails too, the lease still expires."""
+    try:
+        return operation(key, token)
+    except Exception as error:  # the lease still expires; the retry runs then
+        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
+        return False
+
+
+async def aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
+    """Async twin of :func:`guard_release`."""
+    try:
+        return await operation
+    except Exception as error:
+        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
+        return False
+
+
+_TOKEN_PREFIX = _random.token_hex(8)  # this process's; a counter makes each claim's unique
+_token_counter = itertools.count()
+
+
+def new_token() -> str:
+    """A claim token unique across processes and calls, without a system call each time."""
+    return f"{_TOKEN_PREFIX}-{next(_token_counter)}"
+
+
+def default_idempotency_key(organization_id: str, body: bytes) -> str:
+    """SHA-256 (hex) of ``o + "\\n" + raw body``: retries of one event share it.
+
+    Spec §6.1: duplicates occur and each retry carries a new ``t`` but the same body.
+    """
+    digest = hashlib.sha256(organization_id.encode() + b"\n")
+    digest.update(body)
+    return digest.hexdigest()
+
+
+_STORE_METHODS = ("claim", "complete", "release", "aclaim", "acomplete", "arelease")
+
+
+def open_store(config: IdempotencyStore | str | None) -> IdempotencyStore:
+    """The store a receiver's ``store=`` argument names (see :class:`WebhookReceiver`)."""
+    if config is None:
+        return SQLiteStore(DEFAULT_SQLITE_PATH)
+    if isinstance(config, str):
+        return store_from_url(config)
+    if not all(callable(getattr(config, name, None)) for name in _STORE_METHODS):
+        raise ConfigurationError(
+            "store must be an IdempotencyStore (claim/complete/release and a-twins), "
+            "'memory' or a SQLite path"
+        )
+    return config
