@@ -224,6 +224,8 @@ class Sender:
         try:
             async with asyncio.timeout(self.deadline):
                 addresses = await self._destinations(url)
+                if not addresses:  # a custom resolver may answer nothing
+                    raise _Failed(Failure.UNRESOLVABLE, "the host resolved to no address")
                 for index, address in enumerate(addresses):
                     try:
                         status, snippet = await self._post(url, address, body, headers)

@@ -208,3 +208,16 @@ def test_classifier_survives_a_cyclic_chain() -> None:
     inner.__context__ = outer  # a cycle must not loop forever
     failed = _classify_transport_error(outer)
     assert failed.failure is Failure.TRANSPORT
+
+
+async def test_a_resolver_answering_no_address_is_an_unresolvable_host() -> None:
+    transport = Scripted(lambda request: httpx.Response(200))
+    sender = Sender(transport=transport, resolver=FixedResolver(), allow_private_destinations=True)
+    async with sender:
+        attempt = await sender.send(
+            "http://receiver.test/hooks", BODY, secret=SECRET, organization_id=ORG, timestamp=7
+        )
+    assert attempt.result is Result.TEMPORARY_FAILURE
+    assert attempt.failure is Failure.UNRESOLVABLE
+    assert attempt.status is None
+    assert transport.hosts == []  # nothing was contacted
