@@ -4,10 +4,13 @@
   ``SERVICE_WEBHOOKS_REQUIRE_SERVICES=1`` (set by ``.ci/run``).
 * ``free_port``: a free TCP port on 127.0.0.1.
 * ``secret`` / ``signed``: sign bodies the way the service does.
+* ``drive``: one delivery through ``process`` or ``aprocess`` (parametrized: the two
+  drivers must agree); ``receiver``: a receiver for ``secret`` with a memory store.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -16,7 +19,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from service_webhooks import sign
+from service_webhooks import MemoryStore, Outcome, WebhookReceiver, sign
 
 SECRET = "whsec-test-0123456789abcdef0123456789abcdef"
 ORG = "o-TEST-na1"
@@ -72,3 +75,22 @@ def signed() -> Callable[..., tuple[bytes, str]]:
         return body, sign(body, secret, org, timestamp=timestamp)
 
     return make
+
+
+@pytest.fixture(params=["sync", "async"])
+def drive(request: pytest.FixtureRequest) -> Callable[..., Outcome]:
+    """``drive(receiver, body, header, method="POST") -> Outcome`` through each driver."""
+
+    def run(
+        receiver: WebhookReceiver, body: bytes, header: str | None, method: str = "POST"
+    ) -> Outcome:
+        if request.param == "sync":
+            return receiver.process(body, header, method=method)
+        return asyncio.run(receiver.aprocess(body, header, method=method))
+
+    return run
+
+
+@pytest.fixture
+def receiver(secret: str) -> WebhookReceiver:
+    return WebhookReceiver(secrets=secret, store=MemoryStore())

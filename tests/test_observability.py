@@ -3,7 +3,6 @@ OpenTelemetry instrumentation, through both drivers (process and aprocess)."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
 import sys
@@ -30,23 +29,6 @@ from service_webhooks.reporting import LOG_FIELDS
 Signed = Callable[..., tuple[bytes, str]]
 Drive = Callable[..., Outcome]
 ORG = "o-TEST-na1"
-
-
-@pytest.fixture(params=["sync", "async"])
-def drive(request: pytest.FixtureRequest) -> Drive:
-    def run(
-        receiver: WebhookReceiver, body: bytes, header: str | None, method: str = "POST"
-    ) -> Outcome:
-        if request.param == "sync":
-            return receiver.process(body, header, method=method)
-        return asyncio.run(receiver.aprocess(body, header, method=method))
-
-    return run
-
-
-@pytest.fixture
-def receiver(secret: str) -> WebhookReceiver:
-    return WebhookReceiver(secrets=secret, store=MemoryStore())
 
 
 @pytest.fixture

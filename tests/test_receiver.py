@@ -29,25 +29,6 @@ Signed = Callable[..., tuple[bytes, str]]
 Drive = Callable[..., Outcome]
 
 
-@pytest.fixture(params=["sync", "async"])
-def drive(request: pytest.FixtureRequest) -> Drive:
-    """Run one delivery through ``process`` or ``aprocess``: the drivers must agree."""
-
-    def run(
-        receiver: WebhookReceiver, body: bytes, header: str | None, method: str = "POST"
-    ) -> Outcome:
-        if request.param == "sync":
-            return receiver.process(body, header, method=method)
-        return asyncio.run(receiver.aprocess(body, header, method=method))
-
-    return run
-
-
-@pytest.fixture
-def receiver(secret: str) -> WebhookReceiver:
-    return WebhookReceiver(secrets=secret, store=MemoryStore())
-
-
 def test_processed_delivery_reaches_the_handler_typed(
     receiver: WebhookReceiver, signed: Signed, drive: Drive
 ) -> None:
