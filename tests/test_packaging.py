@@ -93,3 +93,15 @@ def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
     assert core <= names, sorted(core - names)
     assert "service_webhooks/py.typed" in names
     assert not any(name.startswith("adapters/") for name in names)
+    # and the unpacked wheel imports its adapters (ahead of the editable install on sys.path)
+    unpacked = tmp_path / "unpacked"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    code = (
+        "import service_webhooks, service_webhooks.adapters.asgi, service_webhooks.adapters.flask;"
+        "import service_webhooks.adapters.django.apps;"
+        "print(service_webhooks.adapters.asgi.__file__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=unpacked
+    )
+    assert result.stdout.strip() == str(unpacked / "service_webhooks" / "adapters" / "asgi.py")
