@@ -32,7 +32,7 @@ import httpx
 from service_webhooks.delivery import (
     Emulator,
     Endpoint,
-    Event,
+    OutboundEvent,
     RateLimiter,
     Sender,
     StaticResolver,
@@ -51,9 +51,9 @@ def free_port() -> int:
         return port
 
 
-def notes(count: int) -> list[Event]:
+def notes(count: int) -> list[OutboundEvent]:
     return [
-        Event("note.created", {"id": f"n-{n}", "author": "b@example.com", "text": "bench"})
+        OutboundEvent("note.created", {"id": f"n-{n}", "author": "b@example.com", "text": "bench"})
         for n in range(count)
     ]
 

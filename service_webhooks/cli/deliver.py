@@ -36,7 +36,7 @@ from service_webhooks.delivery import (
     DeliveryState,
     Emulator,
     Endpoint,
-    Event,
+    OutboundEvent,
     RateLimiter,
     Result,
     Sender,
@@ -134,7 +134,7 @@ def trigger(
         if data_json is None:
             event = sample_event_for(endpoint)
         else:
-            event = Event(event_name, json.loads(data_json), org, subcategory=subcategory)
+            event = OutboundEvent(event_name, json.loads(data_json), org, subcategory=subcategory)
     except (WebhookError, json.JSONDecodeError) as error:
         raise click.UsageError(str(error)) from None
     clock: Clock = VirtualClock() if fast else SystemClock()
@@ -160,7 +160,7 @@ def trigger(
 
 async def _trigger(
     endpoint: Endpoint,
-    event: Event,
+    event: OutboundEvent,
     clock: Clock,
     timeout: float,
     allow_private: bool,
@@ -179,8 +179,8 @@ async def _trigger(
     return delivery
 
 
-def _read_events(path: Path) -> list[Event]:
-    events: list[Event] = []
+def _read_events(path: Path) -> list[OutboundEvent]:
+    events: list[OutboundEvent] = []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -193,7 +193,7 @@ def _read_events(path: Path) -> list[Event]:
                 if "id" in item:
                     options["id"] = str(item["id"])
                 events.append(
-                    Event(
+                    OutboundEvent(
                         item["eventName"],
                         item.get("data"),
                         item.get("organizationId", DEFAULT_ORGANIZATION),

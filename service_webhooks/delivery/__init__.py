@@ -11,7 +11,7 @@ Modules, one concept each::
     addresses       reserved IPv4/IPv6 ranges, resolvers, the destination check
     schedule        RetryPolicy: backoff with jitter, dead after 24 h
     ratelimit       RateLimiter: sliding window, throttles
-    endpoint        Endpoint configuration, Event envelope
+    endpoint        Endpoint configuration, OutboundEvent and its envelope
     audit           AuditLog, endpoint status, dead-event report, notification rule
     clock           SystemClock, VirtualClock, ScaledClock
     sender          Sender: one attempt over httpx
@@ -58,7 +58,7 @@ from .classification import (
 )
 from .clock import Clock, ScaledClock, SystemClock, VirtualClock
 from .emulator import Delivery, DeliveryState, Emulator, Summary, sample_event_for
-from .endpoint import MAX_BODY_SIZE, Endpoint, Event, encode_envelope
+from .endpoint import MAX_BODY_SIZE, Endpoint, OutboundEvent, encode_envelope
 from .inprocess import asgi_sender, deliver_to_app
 from .ratelimit import RateLimiter, delivery_keys
 from .schedule import RetryPolicy
@@ -81,10 +81,10 @@ __all__ = [
     "Emulator",
     "Endpoint",
     "EndpointStatus",
-    "Event",
     "Failure",
     "FailureNotification",
     "FailureRateMonitor",
+    "OutboundEvent",
     "RateLimiter",
     "ReservedAddressError",
     "Resolver",

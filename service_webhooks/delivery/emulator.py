@@ -41,7 +41,7 @@ from ..exceptions import ConfigurationError
 from .audit import AuditEntry, AuditLog, DeadEvent, FailureNotification
 from .classification import Result
 from .clock import Clock, SystemClock
-from .endpoint import Endpoint, Event
+from .endpoint import Endpoint, OutboundEvent
 from .ratelimit import RateLimiter, delivery_keys
 from .schedule import RetryPolicy
 from .sender import AttemptResult, Sender
@@ -82,7 +82,7 @@ class Delivery:
         id: Unique per delivery (a duplicate has its own).
     """
 
-    event: Event
+    event: OutboundEvent
     endpoint: Endpoint
     queued_at: float
     duplicate: bool = False
@@ -122,7 +122,7 @@ class Summary:
     notifications: int
 
 
-def sample_event_for(endpoint: Endpoint) -> Event:
+def sample_event_for(endpoint: Endpoint) -> OutboundEvent:
     """A sample event the endpoint subscribes to, for "send test event" (spec §2.6)."""
     name = sorted(endpoint.events)[0]
     if name == "segment.trend.alert":
@@ -131,7 +131,7 @@ def sample_event_for(endpoint: Endpoint) -> Event:
         data = {"id": "test-note", "author": "test@example.com", "text": "test", "test": True}
     else:
         data = {"test": True}
-    return Event(
+    return OutboundEvent(
         name,
         data,
         organization_id=endpoint.organization_id,
@@ -217,7 +217,9 @@ class Emulator:
         """Forget an endpoint; deliveries already queued to it continue."""
         self.endpoints.pop(endpoint_id, None)
 
-    async def send_test_event(self, endpoint: Endpoint, event: Event | None = None) -> AuditEntry:
+    async def send_test_event(
+        self, endpoint: Endpoint, event: OutboundEvent | None = None
+    ) -> AuditEntry:
         """Send one test event to ``endpoint``, saved or not (spec §2.6).
 
         One attempt, no retry; not added to the audit log (the endpoint may not
@@ -230,14 +232,14 @@ class Emulator:
 
     # -- queueing ------------------------------------------------------------------
 
-    def publish(self, event: Event | Iterable[Event]) -> list[Delivery]:
+    def publish(self, event: OutboundEvent | Iterable[OutboundEvent]) -> list[Delivery]:
         """Queue ``event`` (or several) for every saved endpoint that receives it.
 
         Returns:
             The deliveries created (empty when no endpoint subscribes), injected
             duplicates included.
         """
-        events = [event] if isinstance(event, Event) else list(event)
+        events = [event] if isinstance(event, OutboundEvent) else list(event)
         created: list[Delivery] = []
         now = self.clock.now()
         for item in events:

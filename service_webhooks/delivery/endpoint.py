@@ -33,7 +33,7 @@ __all__ = [
     "MAX_BODY_SIZE",
     "SUBCATEGORY_EVENTS",
     "Endpoint",
-    "Event",
+    "OutboundEvent",
     "encode_envelope",
 ]
 
@@ -79,7 +79,7 @@ def encode_envelope(name: str, data: Any, version: int = 1) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class OutboundEvent:
     """One webhook-enabled event, queued for every subscribed endpoint.
 
     Attributes:
@@ -165,7 +165,7 @@ class Endpoint:
         set_(self, "organization_id", organization_id)
         set_(self, "id", id or _new_id("ep"))
 
-    def receives(self, event: Event) -> bool:
+    def receives(self, event: OutboundEvent) -> bool:
         """Whether ``event`` is delivered to this endpoint (organization, name, subcategory)."""
         if event.organization_id != self.organization_id or event.name not in self.events:
             return False

@@ -6,9 +6,10 @@ answered with 500, as a server would, so the emulator retries it.
 
 Example::
 
-    from service_webhooks.delivery import Event, VirtualClock, deliver_to_app
+    from service_webhooks.delivery import OutboundEvent, VirtualClock, deliver_to_app
 
-    emulator = await deliver_to_app(app, [Event("note.created", {...})], secret="whsec-test")
+    events = [OutboundEvent("note.created", {...})]
+    emulator = await deliver_to_app(app, events, secret="whsec-test")
     assert emulator.summary().delivered == 1
 """
 
@@ -22,7 +23,7 @@ import httpx
 from .addresses import StaticResolver
 from .clock import Clock, VirtualClock
 from .emulator import Emulator
-from .endpoint import DEFAULT_ORGANIZATION, Endpoint, Event
+from .endpoint import DEFAULT_ORGANIZATION, Endpoint, OutboundEvent
 from .sender import DEFAULT_DEADLINE, Sender
 
 __all__ = ["asgi_sender", "deliver_to_app"]
@@ -45,7 +46,7 @@ def asgi_sender(app: Any, *, deadline: float = DEFAULT_DEADLINE) -> Sender:
 
 async def deliver_to_app(
     app: Any,
-    events: Iterable[Event],
+    events: Iterable[OutboundEvent],
     *,
     secret: str | bytes,
     url: str = "http://testserver/webhooks",

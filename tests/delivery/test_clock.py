@@ -11,7 +11,7 @@ from service_webhooks.delivery import (
     DeliveryState,
     Emulator,
     Endpoint,
-    Event,
+    OutboundEvent,
     RetryPolicy,
     ScaledClock,
     SystemClock,
@@ -49,7 +49,7 @@ async def test_retry_life_on_a_scaled_clock(Recording: Any, mock_sender: Any) ->
     async with mock_sender(Recording(lambda request: next(statuses))) as sender:
         emulator = Emulator(sender, clock=ScaledClock(speed=20_000), policy=RetryPolicy())
         emulator.add_endpoint(Endpoint("https://h.example/", "s", {"e"}))
-        (delivery,) = emulator.publish(Event("e", {}))
+        (delivery,) = emulator.publish(OutboundEvent("e", {}))
         await emulator.run()
     assert delivery.state is DeliveryState.SUCCEEDED
     first, second, third = (e.attempted_at for e in delivery.attempts)

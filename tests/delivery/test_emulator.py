@@ -14,8 +14,8 @@ from service_webhooks.delivery import (
     Emulator,
     Endpoint,
     EndpointStatus,
-    Event,
     FailureNotification,
+    OutboundEvent,
     RateLimiter,
     Result,
     RetryPolicy,
@@ -33,8 +33,10 @@ def endpoint(**options: Any) -> Endpoint:
     return Endpoint("https://hooks.example.com/in", SECRET, {"note.created"}, **options)
 
 
-def note(n: int = 1, org: str = ORG) -> Event:
-    return Event("note.created", {"id": f"n-{n}", "author": "a@example.com", "text": "t"}, org)
+def note(n: int = 1, org: str = ORG) -> OutboundEvent:
+    return OutboundEvent(
+        "note.created", {"id": f"n-{n}", "author": "a@example.com", "text": "t"}, org
+    )
 
 
 def attempt_times(emulator: Emulator) -> list[float]:
@@ -309,9 +311,13 @@ async def test_no_endpoint_no_delivery_and_subcategory_routing(
             )
         )
         alert = {"duration": "WEEKLY"}
-        routed = emulator.publish(Event("segment.trend.alert", alert, ORG, subcategory="c2VnLTE"))
-        skipped = emulator.publish(Event("segment.trend.alert", alert, ORG, subcategory="other"))
-        elsewhere = emulator.publish(Event("segment.trend.alert", alert, "o-ELSE"))
+        routed = emulator.publish(
+            OutboundEvent("segment.trend.alert", alert, ORG, subcategory="c2VnLTE")
+        )
+        skipped = emulator.publish(
+            OutboundEvent("segment.trend.alert", alert, ORG, subcategory="other")
+        )
+        elsewhere = emulator.publish(OutboundEvent("segment.trend.alert", alert, "o-ELSE"))
         await emulator.run()
     assert (len(routed), skipped, elsewhere) == (1, [], [])
     assert len(transport.calls) == 1

@@ -24,7 +24,7 @@ import pytest
 from service_webhooks.delivery import (
     Emulator,
     Endpoint,
-    Event,
+    OutboundEvent,
     Result,
     Sender,
     VirtualClock,
@@ -70,9 +70,11 @@ def receiver_process(unused_port: int) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def notes(count: int) -> list[Event]:
+def notes(count: int) -> list[OutboundEvent]:
     return [
-        Event("note.created", {"id": f"n-{n}", "author": "e2e@example.com", "text": "t"}, ORG)
+        OutboundEvent(
+            "note.created", {"id": f"n-{n}", "author": "e2e@example.com", "text": "t"}, ORG
+        )
         for n in range(count)
     ]
 

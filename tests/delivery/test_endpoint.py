@@ -7,7 +7,7 @@ import json
 import pytest
 
 from service_webhooks import Secret
-from service_webhooks.delivery import MAX_BODY_SIZE, Endpoint, Event, encode_envelope
+from service_webhooks.delivery import MAX_BODY_SIZE, Endpoint, OutboundEvent, encode_envelope
 from service_webhooks.exceptions import ConfigurationError, PayloadTooLargeError
 
 
@@ -64,7 +64,7 @@ def test_needs_event_types_and_hides_the_secret() -> None:
 
 
 def test_envelope_bytes_are_fixed_once() -> None:
-    event = Event("note.created", {"id": "n-1", "text": "é"}, "o-1")
+    event = OutboundEvent("note.created", {"id": "n-1", "text": "é"}, "o-1")
     assert json.loads(event.body) == {
         "eventName": "note.created",
         "version": 1,
@@ -77,12 +77,12 @@ def test_envelope_bytes_are_fixed_once() -> None:
 def test_envelope_limits() -> None:
     assert len(encode_envelope("e", "x" * (MAX_BODY_SIZE - 100))) <= MAX_BODY_SIZE
     with pytest.raises(PayloadTooLargeError):
-        Event("e", "x" * MAX_BODY_SIZE)
+        OutboundEvent("e", "x" * MAX_BODY_SIZE)
     with pytest.raises(ConfigurationError):
-        Event("e", {1j})
+        OutboundEvent("e", {1j})
     with pytest.raises(ConfigurationError):
-        Event("", {})
+        OutboundEvent("", {})
     with pytest.raises(ConfigurationError):
-        Event("e", {}, version=True)  # type: ignore[arg-type]
+        OutboundEvent("e", {}, version=True)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
-        Event("e", {}, "bad,org")
+        OutboundEvent("e", {}, "bad,org")
