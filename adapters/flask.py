@@ -31,7 +31,7 @@ Extension, configured from ``app.config`` (keys in :data:`CONFIG_KEYS`)::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.wsgi import get_input_stream
@@ -40,6 +40,8 @@ from service_webhooks.dispatch import Router
 from service_webhooks.exceptions import ConfigurationError
 from service_webhooks.outcome import Outcome
 from service_webhooks.receiver import WebhookReceiver
+
+from ._stream import read_capped
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
@@ -61,7 +63,6 @@ CONFIG_KEYS: Mapping[str, str] = {
 ``"/webhooks"``) is the rule the blueprint answers on."""
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-_CHUNK = 64 * 1024
 
 
 def webhook_blueprint(
@@ -159,25 +160,12 @@ def _handle(receiver: WebhookReceiver) -> Outcome:
     outcome = receiver.precheck(request.method, request.content_length, max_body_size=limit)
     if outcome is not None:
         return outcome
-    body = _read(get_input_stream(request.environ), limit + 1)
+    body = read_capped(get_input_stream(request.environ), limit + 1)
     outcome = receiver.precheck(request.method, len(body), max_body_size=limit)
     if outcome is not None:  # a body without Content-Length ran over the cap
         return outcome
     signature = ",".join(request.headers.getlist(receiver.signature_header)) or None
     return receiver.process(body, signature, method=request.method)
-
-
-def _read(stream: IO[bytes], limit: int) -> bytes:
-    """At most ``limit`` bytes; the stream is bounded by Content-Length or by the server."""
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = stream.read(min(_CHUNK, limit - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _respond(outcome: Outcome) -> Response:

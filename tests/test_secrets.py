@@ -323,7 +323,7 @@ async def test_delivery_emulator(logs: Capture) -> None:
     from starlette.routing import Route
 
     from service_webhooks.adapters.asgi import WebhookApp
-    from service_webhooks.delivery import Event as Queued
+    from service_webhooks.delivery import OutboundEvent as Queued
     from service_webhooks.delivery import deliver_to_app
     from service_webhooks.delivery.endpoint import Endpoint
 

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from service_webhooks.outcome import Outcome
 from service_webhooks.receiver import WebhookReceiver
 
+from .._stream import read_capped
 from .conf import get_config
 from .conf import receiver as project_receiver
 
@@ -52,14 +53,14 @@ def webhook_view(
     def deliver(request: HttpRequest) -> HttpResponse:
         outcome = target.precheck(request.method or "", _length(request))
         if outcome is None:
-            body = _read(_stream(request), target.max_body_size + 1)
+            body = read_capped(_stream(request), target.max_body_size + 1)
             outcome = target.process(body, _signature(request), method=request.method or "")
         return _respond(outcome)
 
     async def adeliver(request: HttpRequest) -> HttpResponse:
         outcome = target.precheck(request.method or "", _length(request))
         if outcome is None:
-            body = _read(_stream(request), target.max_body_size + 1)  # spooled by Django
+            body = read_capped(_stream(request), target.max_body_size + 1)  # spooled by Django
             signature = _signature(request)
             outcome = await target.aprocess(body, signature, method=request.method or "")
         return _respond(outcome)
@@ -88,18 +89,6 @@ def _stream(request: HttpRequest) -> IO[bytes] | HttpRequest:
         stream: IO[bytes] = meta["wsgi.input"]  # chunked: the server ends the stream
         return stream
     return request  # bounded by Content-Length (WSGI) or already spooled (ASGI)
-
-
-def _read(stream: IO[bytes] | HttpRequest, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = stream.read(min(65536, limit - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _respond(outcome: Outcome) -> HttpResponse:
