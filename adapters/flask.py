@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.wsgi import get_input_stream
 
 from service_webhooks.dispatch import Router
@@ -150,6 +151,22 @@ def _blueprint(get_receiver: Callable[[], WebhookReceiver], url: str, name: str)
     blueprint.add_url_rule(
         url, "deliver", deliver, methods=_METHODS, provide_automatic_options=False
     )
+
+    @blueprint.before_app_request
+    def other_methods() -> Response | None:
+        """A method outside the rule's list (PROPFIND, TRACE, ...) on this URL: the core's
+        405, not Werkzeug's HTML page; every other request passes untouched."""
+        if not isinstance(request.routing_exception, MethodNotAllowed):
+            return None
+        try:
+            endpoint, _ = current_app.url_map.bind_to_environ(request.environ).match(method="POST")
+        except HTTPException:
+            return None
+        if current_app.view_functions.get(endpoint) is not deliver:
+            return None
+        outcome = get_receiver().precheck(request.method)
+        return None if outcome is None else _respond(outcome)
+
     return blueprint
 
 

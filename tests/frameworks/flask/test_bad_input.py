@@ -49,11 +49,7 @@ def client(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> FlaskCl
     return app.test_client()
 
 
-_KNOWN = {
-    "method_propfind": "a method outside the blueprint's list (PROPFIND, TRACE, ...) is "
-    "answered 405 by Werkzeug's router (text/html, every listed method in Allow), not by "
-    "the core; the status is right, the body and Allow are not",
-}
+_KNOWN: dict[str, str] = {}  # case name -> why it is expected to fail (none today)
 _CASES = [
     pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_KNOWN[c.name]))
     if c.name in _KNOWN

@@ -302,3 +302,28 @@ def test_the_example_app_answers_deliveries(
             "/webhooks", data=body, headers={kit.SIGNATURE_HEADER: kit.signed(body)}
         )
         assert (response.status_code, response.json["reason"]) == (200, "processed")
+
+
+def test_any_other_method_gets_the_cores_405_and_other_routes_keep_werkzeugs(
+    kit: ModuleType,
+) -> None:
+    receiver = WebhookReceiver(kit.SECRET, store="memory")
+    app = Flask("methods")
+    app.register_blueprint(webhook_blueprint(receiver, url="/in"), url_prefix="/hooks")
+
+    @app.get("/page")
+    def page() -> str:
+        return "page"
+
+    client = app.test_client()
+    for method in ("PROPFIND", "TRACE", "BREW"):
+        response = client.open("/hooks/in", method=method)
+        assert (response.status_code, response.json) == (
+            405,
+            {"status": 405, "reason": "method_not_allowed"},
+        )
+        assert response.headers["Allow"] == "POST"
+    other = client.open("/page", method="PROPFIND")  # not ours: Werkzeug's own answer
+    assert other.status_code == 405
+    assert other.mimetype == "text/html"
+    assert client.get("/page").text == "page"
