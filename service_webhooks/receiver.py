@@ -205,16 +205,11 @@ class WebhookReceiver:
                 size it read, to get the 413.
         """
         started = perf_counter()
-        if method.upper() != "POST":
-            return self._rejected(
-                MethodNotAllowedError(f"deliveries are POST, not {method[:16]!r}"), started
-            )
         limit = self.max_body_size
         if max_body_size is not None:
             limit = min(limit, max_body_size)
-        if content_length is not None and content_length > limit:
-            return self._rejected(PayloadTooLargeError(f"body is over {limit} bytes"), started)
-        return None
+        error = _request_line_error(method, content_length, limit)
+        return None if error is None else self._rejected(error, started)
 
     # -- observing ------------------------------------------------------------------
 
@@ -344,10 +339,9 @@ class WebhookReceiver:
         self, method: str, body: bytes, signature: str | bytes | None, started: float
     ) -> _Plan | Outcome:
         """Every check that needs no I/O; an :class:`Outcome` means answer now."""
-        if method.upper() != "POST":
-            raise MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
-        if len(body) > self.max_body_size:
-            raise PayloadTooLargeError(f"body is larger than {self.max_body_size} bytes")
+        error = _request_line_error(method, len(body), self.max_body_size)
+        if error is not None:
+            raise error
         now = self._clock() if self._clock is not None else time.time()
         header = verify(body, signature, self._resolver, tolerance=self.tolerance, now=now)
         envelope = decode_envelope(body, max_size=self.max_body_size)
@@ -479,3 +473,13 @@ class WebhookReceiver:
             result = registration.handler(event)
             if inspect.isawaitable(result):
                 await result
+
+
+def _request_line_error(method: str, size: int | None, limit: int) -> WebhookError | None:
+    """405 for a method other than POST (spec §6.1), 413 for a body over ``limit`` bytes
+    (spec §2.7); ``None`` when neither applies. ``size`` is ``None`` when not known."""
+    if method.upper() != "POST":
+        return MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
+    if size is not None and size > limit:
+        return PayloadTooLargeError(f"body is larger than {limit} bytes")
+    return None
