@@ -2,7 +2,7 @@
 
 Thin by design (STYLE.md habit 2): it reads the method, the ``Service-Signature``
 header and at most ``max_body_size + 1`` bytes of body, in chunks, with or without
-``Content-Length``, then writes the core's :class:`~service_webhooks.outcome.Outcome`
+``Content-Length``, then writes the core's :class:`~service_webhooks._outcome.Outcome`
 as the response. It never parses the signature, never touches JSON and never branches
 on a status code: :class:`~service_webhooks.WebhookReceiver` decides everything.
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from service_webhooks.outcome import Outcome
-from service_webhooks.receiver import WebhookReceiver
+from service_webhooks._outcome import Outcome
+from service_webhooks._receiver import WebhookReceiver
 
 __all__ = ["WebhookApp", "WebhookMiddleware"]
 

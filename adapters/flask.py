@@ -3,7 +3,7 @@
 Thin by design (STYLE.md habit 2): the view reads the method, the ``Service-Signature``
 header and at most ``limit + 1`` raw bytes from the WSGI input stream itself (never
 ``request.data`` or ``request.form``: form parsing would empty them), calls the core
-and writes its :class:`~service_webhooks.outcome.Outcome` as the response. ``limit`` is
+and writes its :class:`~service_webhooks._outcome.Outcome` as the response. ``limit`` is
 the receiver's ``max_body_size`` (1 MiB, spec §6.1), or Flask's ``MAX_CONTENT_LENGTH``
 when that is smaller. Chunked bodies work under a server that terminates the input
 stream (gunicorn sets ``wsgi.input_terminated``). Handlers run inside the view, so
@@ -37,10 +37,10 @@ from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.wsgi import get_input_stream
 
-from service_webhooks.dispatch import Router
-from service_webhooks.exceptions import ConfigurationError
-from service_webhooks.outcome import Outcome
-from service_webhooks.receiver import WebhookReceiver
+from service_webhooks._dispatch import Router
+from service_webhooks._exceptions import ConfigurationError
+from service_webhooks._outcome import Outcome
+from service_webhooks._receiver import WebhookReceiver
 
 from ._stream import read_capped
 

@@ -122,7 +122,7 @@ def make_body(index: int, prefix: str = "note") -> bytes:
 
 
 def write_bodies(directory: Path, threads: int, per_thread: int) -> None:
-    from service_webhooks.signing import sign
+    from service_webhooks._signing import sign
 
     for thread in range(threads):
         with open(directory / f"bodies_{thread}.txt", "wb") as out:
@@ -243,7 +243,7 @@ def warm_up(kind: str, port: int, round_index: int) -> None:
     """A few hundred distinct deliveries (ids that wrk never sends); all must be 200."""
     import httpx
 
-    from service_webhooks.signing import sign
+    from service_webhooks._signing import sign
 
     with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
         for i in range(WARMUP):

@@ -56,7 +56,7 @@ from service_webhooks import (
     decode_envelope,
     default_idempotency_key,
 )
-from service_webhooks.signing import sign
+from service_webhooks._signing import sign
 
 SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
 ORG = "org-bench-1"

@@ -48,7 +48,7 @@ def sqlite(_: argparse.Namespace) -> Iterator[IdempotencyStore]:
 def redis_store(args: argparse.Namespace) -> Iterator[IdempotencyStore]:
     import redis
 
-    from service_webhooks.stores.redis import RedisStore
+    from service_webhooks.stores._redis import RedisStore
 
     prefix = f"service_webhooks_bench:{uuid.uuid4().hex}:"
     client = redis.Redis.from_url(args.redis, max_connections=64)
@@ -67,7 +67,7 @@ def redis_store(args: argparse.Namespace) -> Iterator[IdempotencyStore]:
 def postgres(args: argparse.Namespace) -> Iterator[IdempotencyStore]:
     import psycopg
 
-    from service_webhooks.stores.postgres import PostgresStore
+    from service_webhooks.stores._postgres import PostgresStore
 
     table = f"service_webhooks_bench_{uuid.uuid4().hex[:12]}"
     store = PostgresStore(args.postgres, table=table, max_size=8, prune_every=0)

@@ -22,31 +22,31 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .credentials import (
+    from ._credentials import (
         Secret,
         SecretResolver,
         SecretsConfig,
         as_resolver,
         generate_secret,
     )
-    from .dispatch import (
+    from ._dispatch import (
         ErrorHook,
         Handler,
         Router,
     )
-    from .envelope import (
+    from ._envelope import (
         MAX_BODY_SIZE,
         Envelope,
         decode_envelope,
     )
-    from .events import (
+    from ._events import (
         EVENT_MODELS,
         Duration,
         Event,
         NoteCreated,
         SegmentTrendAlert,
     )
-    from .exceptions import (
+    from ._exceptions import (
         ConfigurationError,
         EnvelopeError,
         MethodNotAllowedError,
@@ -60,16 +60,16 @@ if TYPE_CHECKING:
         Unprocessable,
         WebhookError,
     )
-    from .idempotency import (
+    from ._idempotency import (
         default_idempotency_key,
     )
-    from .outcome import (
+    from ._outcome import (
         Outcome,
     )
-    from .receiver import (
+    from ._receiver import (
         WebhookReceiver,
     )
-    from .signing import (
+    from ._signing import (
         DEFAULT_TOLERANCE,
         SIGNATURE_HEADER,
         SignatureHeader,
@@ -93,48 +93,48 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 # Public name -> the module defining it. Loaded on first use (PEP 562), so importing
 # the package (or its pytest plugin) stays cheap and imports no optional dependency.
 _EXPORTS: dict[str, str] = {
-    "DEFAULT_TOLERANCE": ".signing",
-    "EVENT_MODELS": ".events",
-    "MAX_BODY_SIZE": ".envelope",
-    "SIGNATURE_HEADER": ".signing",
+    "DEFAULT_TOLERANCE": "._signing",
+    "EVENT_MODELS": "._events",
+    "MAX_BODY_SIZE": "._envelope",
+    "SIGNATURE_HEADER": "._signing",
     "ClaimState": ".stores",
-    "ConfigurationError": ".exceptions",
-    "Duration": ".events",
-    "Envelope": ".envelope",
-    "EnvelopeError": ".exceptions",
-    "ErrorHook": ".dispatch",
-    "Event": ".events",
-    "Handler": ".dispatch",
+    "ConfigurationError": "._exceptions",
+    "Duration": "._events",
+    "Envelope": "._envelope",
+    "EnvelopeError": "._exceptions",
+    "ErrorHook": "._dispatch",
+    "Event": "._events",
+    "Handler": "._dispatch",
     "IdempotencyStore": ".stores",
     "MemoryStore": ".stores",
-    "MethodNotAllowedError": ".exceptions",
-    "NoteCreated": ".events",
-    "Outcome": ".outcome",
-    "PayloadTooLargeError": ".exceptions",
-    "Router": ".dispatch",
+    "MethodNotAllowedError": "._exceptions",
+    "NoteCreated": "._events",
+    "Outcome": "._outcome",
+    "PayloadTooLargeError": "._exceptions",
+    "Router": "._dispatch",
     "SQLiteStore": ".stores",
-    "Secret": ".credentials",
-    "SecretResolver": ".credentials",
-    "SecretsConfig": ".credentials",
-    "SegmentTrendAlert": ".events",
-    "SignatureError": ".exceptions",
-    "SignatureFormatError": ".exceptions",
-    "SignatureHeader": ".signing",
-    "SignatureMismatchError": ".exceptions",
-    "StoreError": ".exceptions",
+    "Secret": "._credentials",
+    "SecretResolver": "._credentials",
+    "SecretsConfig": "._credentials",
+    "SegmentTrendAlert": "._events",
+    "SignatureError": "._exceptions",
+    "SignatureFormatError": "._exceptions",
+    "SignatureHeader": "._signing",
+    "SignatureMismatchError": "._exceptions",
+    "StoreError": "._exceptions",
     "SyncStore": ".stores",
-    "TimestampError": ".exceptions",
-    "UnknownOrganizationError": ".exceptions",
-    "Unprocessable": ".exceptions",
-    "WebhookError": ".exceptions",
-    "WebhookReceiver": ".receiver",
-    "as_resolver": ".credentials",
-    "decode_envelope": ".envelope",
-    "default_idempotency_key": ".idempotency",
-    "generate_secret": ".credentials",
-    "parse_signature_header": ".signing",
-    "sign": ".signing",
-    "verify": ".signing",
+    "TimestampError": "._exceptions",
+    "UnknownOrganizationError": "._exceptions",
+    "Unprocessable": "._exceptions",
+    "WebhookError": "._exceptions",
+    "WebhookReceiver": "._receiver",
+    "as_resolver": "._credentials",
+    "decode_envelope": "._envelope",
+    "default_idempotency_key": "._idempotency",
+    "generate_secret": "._credentials",
+    "parse_signature_header": "._signing",
+    "sign": "._signing",
+    "verify": "._signing",
 }
 
 __all__ = [

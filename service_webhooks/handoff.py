@@ -4,7 +4,7 @@ The service waits at most 10 s for an answer (spec §3.3). When a handler may ta
 longer, register it on a :class:`CeleryHandoff` instead of the receiver: the receiver
 still verifies, decodes and *claims* the delivery, then its only handler enqueues the
 event to a Celery task and the receiver answers 200 once the broker has accepted the
-message. A Celery worker rebuilds the same :class:`~service_webhooks.events.Event`
+message. A Celery worker rebuilds the same :class:`~service_webhooks._events.Event`
 from the raw body and runs your handlers::
 
     app = Celery("hooks", broker="redis://127.0.0.1:6379/1")
@@ -36,13 +36,13 @@ import logging
 import secrets
 from typing import Any
 
-from .dispatch import Router
-from .envelope import decode_envelope
-from .events import Event
-from .exceptions import ConfigurationError, StoreError
-from .idempotency import DEFAULT_LEASE, DEFAULT_RETENTION
-from .receiver import WebhookReceiver
-from .stores.base import ClaimState, IdempotencyStore
+from ._dispatch import Router
+from ._envelope import decode_envelope
+from ._events import Event
+from ._exceptions import ConfigurationError, StoreError
+from ._idempotency import DEFAULT_LEASE, DEFAULT_RETENTION
+from ._receiver import WebhookReceiver
+from .stores._base import ClaimState, IdempotencyStore
 
 try:
     import celery  # type: ignore[import-untyped]

@@ -51,10 +51,10 @@ except ImportError as error:  # pragma: no cover - exercised in a test with the 
     ) from error
 
 from . import __version__
-from .events import Event
-from .exceptions import ConfigurationError
-from .outcome import DeliveryRecord
-from .receiver import WebhookReceiver
+from ._events import Event
+from ._exceptions import ConfigurationError
+from ._outcome import DeliveryRecord
+from ._receiver import WebhookReceiver
 
 __all__ = [
     "DELIVERIES",
@@ -85,8 +85,8 @@ _delivery_span: ContextVar[Span | None] = ContextVar("service_webhooks_span", de
 
 
 class Telemetry:
-    """A :class:`~service_webhooks.reporting.DeliveryTracer` and
-    :class:`~service_webhooks.reporting.OutcomeObserver` recording spans and metrics.
+    """A :class:`~service_webhooks._reporting.DeliveryTracer` and
+    :class:`~service_webhooks._reporting.OutcomeObserver` recording spans and metrics.
 
     Usually made by :func:`instrument`. Given only as an observer (no tracer), it still
     records the metrics and one span per delivery, started and ended when the answer

@@ -22,9 +22,9 @@ from service_webhooks import (
     WebhookReceiver,
     default_idempotency_key,
 )
-from service_webhooks import receiver as receiver_module
-from service_webhooks.outcome import DeliveryRecord
-from service_webhooks.reporting import LOG_FIELDS
+from service_webhooks import _receiver as receiver_module
+from service_webhooks._outcome import DeliveryRecord
+from service_webhooks._reporting import LOG_FIELDS
 
 Signed = Callable[..., tuple[bytes, str]]
 Drive = Callable[..., Outcome]
@@ -540,7 +540,7 @@ def test_the_core_does_not_import_opentelemetry() -> None:
     import subprocess
 
     code = (
-        "import sys, service_webhooks, service_webhooks.receiver;"
+        "import sys, service_webhooks, service_webhooks._receiver;"
         "print(any(m.startswith('opentelemetry') for m in sys.modules))"
     )
     result = subprocess.run(

@@ -23,16 +23,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from service_webhooks import MemoryStore, WebhookReceiver
-from service_webhooks.credentials import Secret
-from service_webhooks.envelope import MAX_BODY_SIZE, decode_envelope
-from service_webhooks.exceptions import (
+from service_webhooks._credentials import Secret
+from service_webhooks._envelope import MAX_BODY_SIZE, decode_envelope
+from service_webhooks._exceptions import (
     EnvelopeError,
     PayloadTooLargeError,
     SignatureError,
     SignatureFormatError,
     SignatureMismatchError,
 )
-from service_webhooks.signing import parse_signature_header, sign, verify
+from service_webhooks._signing import parse_signature_header, sign, verify
 
 NOW = 1_760_000_000
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -32,7 +32,7 @@ from service_webhooks import (
     sign,
     verify,
 )
-from service_webhooks.outcome import DeliveryRecord
+from service_webhooks._outcome import DeliveryRecord
 from service_webhooks.testing import Deliverer, Signer, envelope
 
 CURRENT, OLD, OTHER_ORG, API_KEY = (generate_secret() for _ in range(4))

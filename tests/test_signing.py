@@ -22,7 +22,7 @@ from service_webhooks import (
     sign,
     verify,
 )
-from service_webhooks.signing import compute_signature
+from service_webhooks._signing import compute_signature
 
 BODY = b'{"eventName":"note.created","version":1,"data":{}}'
 NOW = 1_763_700_000

@@ -27,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import SimpleLazyObject
 from django.utils.module_loading import import_string
 
-from service_webhooks.receiver import WebhookReceiver
+from service_webhooks._receiver import WebhookReceiver
 
 __all__ = ["SETTING", "build_receiver", "get_config", "receiver"]
 

@@ -25,9 +25,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from service_webhooks.outcome import Outcome
-from service_webhooks.receiver import WebhookReceiver
-from service_webhooks.stores.base import ClaimState, SyncStore
+from service_webhooks._outcome import Outcome
+from service_webhooks._receiver import WebhookReceiver
+from service_webhooks.stores._base import ClaimState, SyncStore
 
 from .models import DONE, IN_FLIGHT, IdempotencyRecord
 

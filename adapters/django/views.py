@@ -1,5 +1,5 @@
 """The delivery view: reads at most ``max_body_size + 1`` raw bytes, answers the core's
-:class:`~service_webhooks.outcome.Outcome` (spec §6.1, §7).
+:class:`~service_webhooks._outcome.Outcome` (spec §6.1, §7).
 
 CSRF-exempt (deliveries are authenticated by their signature) and outside
 ``ATOMIC_REQUESTS`` (a handler failure must not commit half its work). The body is
@@ -17,8 +17,8 @@ from typing import IO, Any
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
-from service_webhooks.outcome import Outcome
-from service_webhooks.receiver import WebhookReceiver
+from service_webhooks._outcome import Outcome
+from service_webhooks._receiver import WebhookReceiver
 
 from .._stream import read_capped
 from .conf import get_config

@@ -19,7 +19,7 @@ from celery import Celery
 from service_webhooks import Event, NoteCreated, WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
 from service_webhooks.handoff import CeleryHandoff
-from service_webhooks.stores.redis import RedisStore
+from service_webhooks.stores._redis import RedisStore
 
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-example-change-me-0123456789abcdef")

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from ..exceptions import ConfigurationError
+from .._exceptions import ConfigurationError
 from .errors import (
     APIConnectionError,
     APIError,

@@ -3,7 +3,7 @@
 Every failure of a call ends in one of these classes; no ``httpx`` or ``msgspec``
 exception escapes the client. The tree::
 
-    WebhookError                         (service_webhooks.exceptions, status 500)
+    WebhookError                         (service_webhooks._exceptions, status 500)
     └── APIError                         root of the client's errors: method, path
         ├── ParameterError               an argument was rejected before any request
         │                                (also a ValueError)
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..exceptions import WebhookError
+from .._exceptions import WebhookError
 
 __all__ = [
     "APIConnectionError",

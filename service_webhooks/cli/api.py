@@ -28,10 +28,10 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Column, Table
 
+from .._exceptions import WebhookError
 from ..api import Client, Operation, PrivacySettingsVersion, is_never
 from ..api.models import OperationState, OperationType
 from ..api.pagination import Pager
-from ..exceptions import WebhookError
 
 __all__ = ["api"]
 

@@ -28,6 +28,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from service_webhooks._exceptions import WebhookError
 from service_webhooks.delivery import (
     AuditEntry,
     Clock,
@@ -46,7 +47,6 @@ from service_webhooks.delivery import (
     sample_event_for,
 )
 from service_webhooks.delivery.endpoint import DEFAULT_ORGANIZATION
-from service_webhooks.exceptions import WebhookError
 
 __all__ = ["deliver", "trigger"]
 

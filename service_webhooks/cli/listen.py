@@ -26,12 +26,12 @@ from typing import Any
 import click
 import msgspec
 
+from service_webhooks._dispatch import Handler
+from service_webhooks._events import Event
+from service_webhooks._exceptions import ConfigurationError
+from service_webhooks._receiver import WebhookReceiver
+from service_webhooks._signing import DEFAULT_TOLERANCE
 from service_webhooks.adapters.asgi import WebhookMiddleware
-from service_webhooks.dispatch import Handler
-from service_webhooks.events import Event
-from service_webhooks.exceptions import ConfigurationError
-from service_webhooks.receiver import WebhookReceiver
-from service_webhooks.signing import DEFAULT_TOLERANCE
 
 __all__ = ["listen"]
 

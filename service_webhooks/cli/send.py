@@ -28,13 +28,13 @@ from typing import IO, Any
 import click
 import httpx
 
+from service_webhooks._exceptions import SignatureFormatError
 from service_webhooks.delivery.classification import (
     Failure,
     Result,
     classify_failure,
     classify_status,
 )
-from service_webhooks.exceptions import SignatureFormatError
 from service_webhooks.testing.signer import Signer
 
 __all__ = ["DEADLINE", "send"]

@@ -30,7 +30,7 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from ..exceptions import WebhookError
+from .._exceptions import WebhookError
 
 __all__ = [
     "RESERVED_IPV4",

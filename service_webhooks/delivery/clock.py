@@ -15,7 +15,7 @@ import asyncio
 import time
 from typing import Protocol
 
-from ..exceptions import ConfigurationError
+from .._exceptions import ConfigurationError
 
 __all__ = ["Clock", "ScaledClock", "SystemClock", "VirtualClock"]
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ..exceptions import ConfigurationError
+from .._exceptions import ConfigurationError
 from .audit import AuditEntry, AuditLog, DeadEvent, FailureNotification
 from .classification import Result
 from .clock import Clock, SystemClock

@@ -25,8 +25,8 @@ from typing import Any
 
 import msgspec
 
-from ..credentials import Secret
-from ..exceptions import ConfigurationError, PayloadTooLargeError
+from .._credentials import Secret
+from .._exceptions import ConfigurationError, PayloadTooLargeError
 
 __all__ = [
     "DEFAULT_ORGANIZATION",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Iterable
 
-from ..exceptions import ConfigurationError
+from .._exceptions import ConfigurationError
 
 __all__ = ["DEFAULT_LIMIT", "DEFAULT_WINDOW", "RateLimiter", "delivery_keys"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..exceptions import ConfigurationError
+from .._exceptions import ConfigurationError
 
 __all__ = ["RetryPolicy"]
 

@@ -4,7 +4,7 @@ The rules:
 
 * ``POST`` the event's exact body bytes with ``Content-Type: application/json;
   charset=utf-8`` and a ``Service-Signature`` computed by
-  :func:`service_webhooks.signing.sign` at send time (a new ``t`` every attempt).
+  :func:`service_webhooks._signing.sign` at send time (a new ``t`` every attempt).
 * One overall deadline per attempt (10 s): resolving, connecting, sending, waiting and
   reading the response together, not per phase. At the deadline the connection is
   closed and the attempt is a temporary failure.
@@ -33,8 +33,8 @@ from types import TracebackType
 
 import httpx
 
-from ..credentials import Secret
-from ..signing import SIGNATURE_HEADER, sign
+from .._credentials import Secret
+from .._signing import SIGNATURE_HEADER, sign
 from .addresses import (
     ReservedAddressError,
     Resolver,
@@ -158,7 +158,7 @@ class Sender:
         snippet_size: int = 1024,
         max_connections: int = 100,
     ) -> None:
-        from ..exceptions import ConfigurationError
+        from .._exceptions import ConfigurationError
 
         if deadline <= 0:
             raise ConfigurationError("deadline must be positive (seconds)")

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import MIN_RETENTION, ClaimState, IdempotencyStore, SyncStore
-from .memory import MemoryStore
-from .sqlite import SQLiteStore
-from .url import store_from_env, store_from_url
+from ._base import MIN_RETENTION, ClaimState, IdempotencyStore, SyncStore
+from ._memory import MemoryStore
+from ._sqlite import SQLiteStore
+from ._url import store_from_env, store_from_url
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
-    from .redis import RedisStore
+    from ._postgres import PostgresStore
+    from ._redis import RedisStore
 
 __all__ = [
     "MIN_RETENTION",
@@ -43,11 +43,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "RedisStore":
-        from .redis import RedisStore
+        from ._redis import RedisStore
 
         return RedisStore
     if name == "PostgresStore":
-        from .postgres import PostgresStore
+        from ._postgres import PostgresStore
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,7 +37,7 @@ import pytest
 # pytest loads this plugin before coverage measurement starts: everything else is
 # imported inside the fixtures, so the library's modules are measured like any other.
 if TYPE_CHECKING:
-    from ..receiver import WebhookReceiver
+    from .._receiver import WebhookReceiver
     from .clients import AsyncDeliverer, Deliverer
     from .signer import Signer
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 @pytest.fixture
 def webhook_secret() -> str:
     """A fresh random signing secret; override it to return your app's test secret."""
-    from ..credentials import generate_secret
+    from .._credentials import generate_secret
 
     return generate_secret()
 
@@ -83,6 +83,6 @@ def adeliver_webhook(webhook_signer: Signer) -> AsyncDeliverer:
 @pytest.fixture
 def webhook_receiver(webhook_secret: str) -> WebhookReceiver:
     """A receiver for ``webhook_secret`` with an in-memory store (register handlers on it)."""
-    from ..receiver import WebhookReceiver
+    from .._receiver import WebhookReceiver
 
     return WebhookReceiver(secrets=webhook_secret, store="memory")

@@ -6,7 +6,7 @@
     body, headers = signer.delivery("note.created", {"id": "n-1", "author": "a@b.c", "text": "hi"})
     response = client.post("/webhooks", content=body, headers=headers)
 
-The signature comes from :func:`service_webhooks.signing.sign`, the function the
+The signature comes from :func:`service_webhooks._signing.sign`, the function the
 delivery emulator's sender (:mod:`service_webhooks.delivery.sender`) signs with, so a
 test delivery and an emulated one are byte-for-byte alike for the same ``t``.
 """
@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..credentials import Secret, SecretLike
-from ..signing import SIGNATURE_HEADER, sign
+from .._credentials import Secret, SecretLike
+from .._signing import SIGNATURE_HEADER, sign
 
 __all__ = ["CONTENT_TYPE", "Signer"]
 

@@ -9,6 +9,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.api import (
     APIConnectionError,
     APIResponseError,
@@ -34,7 +35,6 @@ from service_webhooks.api._core import (
     status_error,
 )
 from service_webhooks.api.pagination import Cursor
-from service_webhooks.exceptions import ConfigurationError
 
 GET = Call("GET", "/operations/v1")
 CANCEL = cancel_call("op-1")

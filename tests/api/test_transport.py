@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from service_webhooks._exceptions import WebhookError
 from service_webhooks.api import (
     APIConnectionError,
     APIError,
@@ -16,7 +17,6 @@ from service_webhooks.api import (
     AsyncClient,
     Client,
 )
-from service_webhooks.exceptions import WebhookError
 from service_webhooks.testing.fake_api import FakeAPI, Fault
 
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.delivery import (
     DeliveryState,
     Emulator,
@@ -17,7 +18,6 @@ from service_webhooks.delivery import (
     SystemClock,
     VirtualClock,
 )
-from service_webhooks.exceptions import ConfigurationError
 
 
 async def test_virtual_clock_jumps() -> None:

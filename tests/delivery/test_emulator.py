@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from service_webhooks import SIGNATURE_HEADER, Secret, parse_signature_header, verify
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.delivery import (
     DeliveryState,
     Emulator,
@@ -21,7 +22,6 @@ from service_webhooks.delivery import (
     RetryPolicy,
     VirtualClock,
 )
-from service_webhooks.exceptions import ConfigurationError
 
 SECRET = "whsec-emulator-test"
 ORG = "o-EMU"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from service_webhooks import Secret
+from service_webhooks._exceptions import ConfigurationError, PayloadTooLargeError
 from service_webhooks.delivery import MAX_BODY_SIZE, Endpoint, OutboundEvent, encode_envelope
-from service_webhooks.exceptions import ConfigurationError, PayloadTooLargeError
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.delivery import RateLimiter, delivery_keys
-from service_webhooks.exceptions import ConfigurationError
 
 
 def test_over_the_limit_waits_for_the_oldest_to_leave_the_window() -> None:

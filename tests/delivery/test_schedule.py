@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.delivery import RetryPolicy
-from service_webhooks.exceptions import ConfigurationError
 
 
 def test_base_delays_double_to_the_cap() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from service_webhooks import SIGNATURE_HEADER, Secret, verify
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.delivery import (
     CONTENT_TYPE,
     DEFAULT_DEADLINE,
@@ -21,7 +22,6 @@ from service_webhooks.delivery import (
     Sender,
     StaticResolver,
 )
-from service_webhooks.exceptions import ConfigurationError
 
 BODY = b'{"eventName":"note.created","version":1,"data":{"id":"n-1"}}'
 

@@ -19,8 +19,8 @@ import atheris
 
 with atheris.instrument_imports():
     from service_webhooks import MemoryStore, WebhookReceiver, sign
-    from service_webhooks.envelope import decode_envelope
-    from service_webhooks.exceptions import EnvelopeError, PayloadTooLargeError
+    from service_webhooks._envelope import decode_envelope
+    from service_webhooks._exceptions import EnvelopeError, PayloadTooLargeError
 
 SECRET = "whsec-fuzz-0123456789abcdef"
 NOW = 1_760_000_000

@@ -20,9 +20,9 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from service_webhooks.credentials import Secret
-    from service_webhooks.exceptions import SignatureError, SignatureFormatError
-    from service_webhooks.signing import parse_signature_header, sign, verify
+    from service_webhooks._credentials import Secret
+    from service_webhooks._exceptions import SignatureError, SignatureFormatError
+    from service_webhooks._signing import parse_signature_header, sign, verify
 
 SECRETS = [Secret("whsec-fuzz-0123456789abcdef")]
 NOW = 1_760_000_000

@@ -18,7 +18,7 @@ from celery import Celery
 from service_webhooks import Event, WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
 from service_webhooks.handoff import CeleryHandoff
-from service_webhooks.stores.url import store_from_url
+from service_webhooks.stores._url import store_from_url
 
 SECRET = "whsec-test-0123456789abcdef0123456789abcdef"
 SLOW_SECONDS = 30.0

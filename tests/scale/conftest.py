@@ -237,7 +237,7 @@ def _redis_backend(unavailable: Unavailable, url: str = REDIS_URL) -> Backend:
 def _postgres_backend(unavailable: Unavailable, url: str = POSTGRES_URL) -> Backend:
     import psycopg
 
-    from service_webhooks.stores.postgres import PostgresStore
+    from service_webhooks.stores._postgres import PostgresStore
 
     try:
         admin = psycopg.connect(url, autocommit=True, connect_timeout=2)

@@ -21,15 +21,15 @@ from urllib.parse import urlsplit
 
 from service_webhooks import Event, WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
-from service_webhooks.stores.base import IdempotencyStore
-from service_webhooks.stores.url import store_from_url
+from service_webhooks.stores._base import IdempotencyStore
+from service_webhooks.stores._url import store_from_url
 
 SECRET = "whsec-test-0123456789abcdef0123456789abcdef"
 
 
 def _store(url: str) -> IdempotencyStore:
     if url.startswith("postgres"):
-        from service_webhooks.stores.postgres import PostgresStore
+        from service_webhooks.stores._postgres import PostgresStore
 
         parts = urlsplit(url)
         table = parts.query.removeprefix("table=")

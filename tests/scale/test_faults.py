@@ -25,7 +25,7 @@ LEASE = 3.0
 
 def _create_schema(url: str) -> None:
     if url.startswith("postgres"):
-        from service_webhooks.stores.postgres import PostgresStore
+        from service_webhooks.stores._postgres import PostgresStore
 
         base, _, table = url.partition("?table=")
         store = PostgresStore(base, table=table)

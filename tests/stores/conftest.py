@@ -51,7 +51,7 @@ async def async_cleanup() -> AsyncIterator[list[Callable[[], Awaitable[None]]]]:
 def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
     import redis
 
-    from service_webhooks.stores.redis import RedisStore
+    from service_webhooks.stores._redis import RedisStore
 
     probe = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
     try:
@@ -77,7 +77,7 @@ def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
 def _postgres(request: pytest.FixtureRequest) -> IdempotencyStore:
     import psycopg
 
-    from service_webhooks.stores.postgres import PostgresStore
+    from service_webhooks.stores._postgres import PostgresStore
 
     try:
         psycopg.connect(POSTGRES_URL, connect_timeout=2).close()

@@ -14,9 +14,9 @@ def test_redis_and_postgres_stores_load_on_first_use() -> None:
     pytest.importorskip("psycopg")
     redis_store = stores.RedisStore
     postgres_store = stores.PostgresStore
-    assert redis_store is importlib.import_module("service_webhooks.stores.redis").RedisStore
+    assert redis_store is importlib.import_module("service_webhooks.stores._redis").RedisStore
     assert (
-        postgres_store is importlib.import_module("service_webhooks.stores.postgres").PostgresStore
+        postgres_store is importlib.import_module("service_webhooks.stores._postgres").PostgresStore
     )
     assert {"RedisStore", "PostgresStore"} <= set(stores.__all__)
 

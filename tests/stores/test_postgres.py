@@ -13,14 +13,14 @@ from typing import NoReturn
 import pytest
 
 from service_webhooks import WebhookReceiver
-from service_webhooks.exceptions import ConfigurationError
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.stores import ClaimState
 
 pytest.importorskip("psycopg")
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from service_webhooks.stores.postgres import DEFAULT_TABLE, SCHEMA_SQL, PostgresStore
+from service_webhooks.stores._postgres import DEFAULT_TABLE, SCHEMA_SQL, PostgresStore
 
 Admin = psycopg.Connection[tuple[object, ...]]
 URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -154,9 +154,9 @@ def test_unreachable_server_fails_closed_quickly(
 
 def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    monkeypatch.delitem(sys.modules, "service_webhooks.stores.postgres")
+    monkeypatch.delitem(sys.modules, "service_webhooks.stores._postgres")
     with pytest.raises(ImportError, match=r"service-webhooks\[postgres\]"):
-        importlib.import_module("service_webhooks.stores.postgres")
+        importlib.import_module("service_webhooks.stores._postgres")
 
 
 def test_statement_timeout_joins_the_options_of_the_url(admin: Admin) -> None:

@@ -13,14 +13,14 @@ from typing import NoReturn
 import pytest
 
 from service_webhooks import WebhookReceiver
-from service_webhooks.exceptions import ConfigurationError
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.stores import ClaimState
 
 pytest.importorskip("redis")
 import redis
 import redis.asyncio
 
-from service_webhooks.stores.redis import RedisStore
+from service_webhooks.stores._redis import RedisStore
 
 URL = "redis://127.0.0.1:6379/0"
 pytestmark = pytest.mark.services
@@ -131,6 +131,6 @@ def test_unreachable_server_fails_closed_quickly(
 
 def test_missing_redis_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)
-    monkeypatch.delitem(sys.modules, "service_webhooks.stores.redis")
+    monkeypatch.delitem(sys.modules, "service_webhooks.stores._redis")
     with pytest.raises(ImportError, match=r"service-webhooks\[redis\]"):
-        importlib.import_module("service_webhooks.stores.redis")
+        importlib.import_module("service_webhooks.stores._redis")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from service_webhooks.exceptions import ConfigurationError
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.stores import MemoryStore, SQLiteStore
-from service_webhooks.stores.url import ENV_VAR, store_from_env, store_from_url
+from service_webhooks.stores._url import ENV_VAR, store_from_env, store_from_url
 
 
 def test_memory() -> None:
@@ -37,7 +37,7 @@ def test_unknown_scheme_names_the_scheme_but_not_the_url() -> None:
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "rediss://h:6380/1"])
 def test_redis_urls_with_a_prefix(url: str) -> None:
-    from service_webhooks.stores.redis import DEFAULT_PREFIX, RedisStore
+    from service_webhooks.stores._redis import DEFAULT_PREFIX, RedisStore
 
     store = store_from_url(url)
     assert isinstance(store, RedisStore)
@@ -51,7 +51,7 @@ def test_redis_urls_with_a_prefix(url: str) -> None:
 
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_postgres_urls_with_a_table(scheme: str) -> None:
-    from service_webhooks.stores.postgres import DEFAULT_TABLE, PostgresStore
+    from service_webhooks.stores._postgres import DEFAULT_TABLE, PostgresStore
 
     store = store_from_url(f"{scheme}://u@127.0.0.1:1/db?connect_timeout=3")
     assert isinstance(store, PostgresStore)

@@ -17,9 +17,9 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 
 from service_webhooks import Secret
+from service_webhooks._dispatch import Router
 from service_webhooks.adapters.django import receiver, signals
 from service_webhooks.adapters.django.models import IdempotencyRecord
-from service_webhooks.dispatch import Router
 
 SECRET = "whsec-django-0123456789abcdef0123456789abcdef"
 

@@ -16,12 +16,12 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service_webhooks import MAX_BODY_SIZE, SQLiteStore, WebhookReceiver
+from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.adapters.flask import (
     EXTENSION_KEY,
     ServiceWebhooks,
     webhook_blueprint,
 )
-from service_webhooks.exceptions import ConfigurationError
 
 
 def holder(store_path: str) -> Callable[[str], None]:

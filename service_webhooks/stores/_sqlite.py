@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..exceptions import ConfigurationError
-from .base import ClaimState, SyncStore
+from .._exceptions import ConfigurationError
+from ._base import ClaimState, SyncStore
 
 __all__ = ["SQLiteStore"]
 

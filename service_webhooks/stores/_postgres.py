@@ -26,7 +26,7 @@ Errors: whatever psycopg raises (:class:`psycopg.OperationalError` when the serv
 down, :class:`psycopg_pool.PoolTimeout` when no connection can be had within
 ``timeout`` seconds, :class:`psycopg.errors.QueryCanceled` past the statement
 timeout) propagates; the receiver turns it into
-:class:`~service_webhooks.exceptions.StoreError` (503, fail closed).
+:class:`~service_webhooks._exceptions.StoreError` (503, fail closed).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import threading
 import weakref
 from typing import Any
 
-from ..exceptions import ConfigurationError
-from .base import ClaimState
+from .._exceptions import ConfigurationError
+from ._base import ClaimState
 
 try:
     import psycopg

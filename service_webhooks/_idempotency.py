@@ -2,7 +2,7 @@
 
 The default key, claim tokens, defaults for leases and retention, opening a store from
 its configuration, and the guards that turn any store failure into
-:class:`~service_webhooks.exceptions.StoreError` (503: fail closed, the service retries).
+:class:`~service_webhooks._exceptions.StoreError` (503: fail closed, the service retries).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import secrets as _random
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .exceptions import ConfigurationError, StoreError
-from .stores.base import IdempotencyStore
-from .stores.sqlite import SQLiteStore
-from .stores.url import store_from_url
+from ._exceptions import ConfigurationError, StoreError
+from .stores._base import IdempotencyStore
+from .stores._sqlite import SQLiteStore
+from .stores._url import store_from_url
 
 __all__ = [
     "DEFAULT_LEASE",

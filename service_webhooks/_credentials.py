@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, TypeAlias, cast
 
-from .exceptions import ConfigurationError
+from ._exceptions import ConfigurationError
 
 __all__ = [
     "Secret",

@@ -10,7 +10,7 @@ each group,
 When no handler matches, the receiver applies its ``unhandled_status`` policy
 (200 by default: spec §6.2 says the list of events grows over time). A handler is a
 plain function or a coroutine function taking one
-:class:`~service_webhooks.events.Event`; its return value is ignored. Error hooks are
+:class:`~service_webhooks._events.Event`; its return value is ignored. Error hooks are
 plain functions ``hook(event, error)``, called after a handler raised.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar, overload
 
-from .events import Event
-from .exceptions import ConfigurationError
+from ._events import Event
+from ._exceptions import ConfigurationError
 
 __all__ = ["ErrorHook", "Handler", "Registration", "Router", "run_sync"]
 

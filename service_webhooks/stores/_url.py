@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..exceptions import ConfigurationError
-from .base import IdempotencyStore
-from .memory import MemoryStore
-from .sqlite import SQLiteStore
+from .._exceptions import ConfigurationError
+from ._base import IdempotencyStore
+from ._memory import MemoryStore
+from ._sqlite import SQLiteStore
 
 __all__ = ["ENV_VAR", "store_from_env", "store_from_url"]
 
@@ -62,12 +62,12 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
             raise ConfigurationError("a sqlite: store URL needs a file path")
         return SQLiteStore(path)
     if scheme in _REDIS_SCHEMES:
-        from .redis import DEFAULT_PREFIX, RedisStore
+        from ._redis import DEFAULT_PREFIX, RedisStore
 
         rest, options = _pop_query(text, "prefix")
         return RedisStore.from_url(rest, prefix=options.get("prefix", DEFAULT_PREFIX))
     if scheme in _POSTGRES_SCHEMES:
-        from .postgres import DEFAULT_TABLE, PostgresStore
+        from ._postgres import DEFAULT_TABLE, PostgresStore
 
         rest, options = _pop_query(text, "table")
         store = PostgresStore.from_url(rest, table=options.get("table", DEFAULT_TABLE))

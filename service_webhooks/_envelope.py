@@ -5,9 +5,9 @@ of at most 1 MiB (1,048,576 bytes). Types are strict: ``version`` must be a JSON
 integer (not ``true``, not ``1.0``, not ``"1"``), ``eventName`` a non-empty string,
 ``data`` present (``null`` allowed). Unknown fields are ignored at every level
 (spec §9). The body must be UTF-8 JSON; anything else is malformed (400). A body over
-the limit is :class:`~service_webhooks.exceptions.PayloadTooLargeError` (413).
+the limit is :class:`~service_webhooks._exceptions.PayloadTooLargeError` (413).
 
-``data`` is decoded straight into the typed model of :mod:`service_webhooks.events`
+``data`` is decoded straight into the typed model of :mod:`service_webhooks._events`
 when one exists for ``(eventName, version)``, else into plain JSON values. The body
 is never copied or turned into ``str``: msgspec reads the bytes directly. A known
 event is decoded in one pass (a union of typed envelopes tagged by ``eventName``);
@@ -21,8 +21,8 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from .events import EVENT_MODELS
-from .exceptions import EnvelopeError, PayloadTooLargeError
+from ._events import EVENT_MODELS
+from ._exceptions import EnvelopeError, PayloadTooLargeError
 
 __all__ = ["MAX_BODY_SIZE", "Envelope", "decode_envelope"]
 

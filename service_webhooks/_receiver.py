@@ -20,9 +20,9 @@ the claim is released before answering, and no 2xx is sent unless every handler
 finished and the key was recorded as done.
 
 Observability: every answer goes through :meth:`_finish`, which, only when someone
-listens, builds one :class:`~service_webhooks.outcome.DeliveryRecord`, logs it as one
+listens, builds one :class:`~service_webhooks._outcome.DeliveryRecord`, logs it as one
 INFO line on the ``service_webhooks`` logger (readable message plus ``extra`` fields,
-see :mod:`service_webhooks.reporting`) and hands it to each observer. An optional
+see :mod:`service_webhooks._reporting`) and hands it to each observer. An optional
 tracer wraps the whole delivery and the handlers in context managers
 (:mod:`service_webhooks.observability` makes OpenTelemetry spans with it). With no
 observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
@@ -41,11 +41,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .credentials import SecretsConfig, as_resolver
-from .dispatch import Registration, Router, run_sync
-from .envelope import MAX_BODY_SIZE, decode_envelope
-from .events import Event
-from .exceptions import (
+from ._credentials import SecretsConfig, as_resolver
+from ._dispatch import Registration, Router, run_sync
+from ._envelope import MAX_BODY_SIZE, decode_envelope
+from ._events import Event
+from ._exceptions import (
     ConfigurationError,
     MethodNotAllowedError,
     PayloadTooLargeError,
@@ -53,7 +53,7 @@ from .exceptions import (
     Unprocessable,
     WebhookError,
 )
-from .idempotency import (
+from ._idempotency import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
     aguard,
@@ -64,7 +64,7 @@ from .idempotency import (
     new_token,
     open_store,
 )
-from .outcome import (
+from ._outcome import (
     DUPLICATE,
     HANDLER_FAILED,
     IN_FLIGHT,
@@ -73,9 +73,9 @@ from .outcome import (
     Outcome,
     outcome_for_error,
 )
-from .reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record
-from .signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
-from .stores.base import MIN_RETENTION, ClaimState, IdempotencyStore
+from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record
+from ._signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
+from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
 
 __all__ = ["WebhookReceiver"]
 
@@ -103,7 +103,7 @@ class WebhookReceiver:
     Args:
         secrets: The signing secret(s): a secret, a sequence (newest first, for
             rotation), a mapping ``organization ID -> secrets`` or a callable; see
-            :mod:`service_webhooks.credentials`.
+            :mod:`service_webhooks._credentials`.
         tolerance: Largest accepted ``abs(now - t)`` in seconds (spec §5.2; 300).
         store: The idempotency store: an :class:`~service_webhooks.stores.IdempotencyStore`
             or a URL for :func:`~service_webhooks.stores.store_from_url` (``"memory"``,
@@ -122,7 +122,7 @@ class WebhookReceiver:
             worker thread so they do not block the event loop.
         clock: Current time in Unix seconds for the timestamp check; defaults to
             :func:`time.time` looked up at call time (so ``freezegun`` works).
-        router: Share this :class:`~service_webhooks.dispatch.Router` (its handlers)
+        router: Share this :class:`~service_webhooks._dispatch.Router` (its handlers)
             with other receivers, e.g. one per app built from each app's settings.
         observers: :class:`OutcomeObserver` callables told about every delivery
             (more can be added with :meth:`on_outcome`).
@@ -223,7 +223,7 @@ class WebhookReceiver:
 
         Args:
             observer: An :class:`OutcomeObserver`, called with a
-                :class:`~service_webhooks.outcome.DeliveryRecord`.
+                :class:`~service_webhooks._outcome.DeliveryRecord`.
 
         Returns:
             ``observer`` itself.
@@ -254,7 +254,7 @@ class WebhookReceiver:
             method: The HTTP method.
 
         Returns:
-            The :class:`~service_webhooks.outcome.Outcome` to send. Never raises for
+            The :class:`~service_webhooks._outcome.Outcome` to send. Never raises for
             anything a request can contain.
         """
         tracer = self.tracer

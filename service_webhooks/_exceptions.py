@@ -2,7 +2,7 @@
 
 Every failure path in the core ends in one of these; no ``ValueError``,
 ``binascii.Error`` or ``UnicodeDecodeError`` escapes. The status lives on the class
-and :mod:`service_webhooks.outcome` is the one place that maps an error to a response.
+and :mod:`service_webhooks._outcome` is the one place that maps an error to a response.
 No exception message ever contains a secret.
 
 ::

@@ -14,7 +14,7 @@ the caller owns, so a worker that outlived its lease cannot release a newer clai
 
 Durations are in seconds. Backends raise whatever their driver raises when the
 backing service fails; the receiver turns any such error into
-:class:`~service_webhooks.exceptions.StoreError` (503, fail closed).
+:class:`~service_webhooks._exceptions.StoreError` (503, fail closed).
 """
 
 from __future__ import annotations

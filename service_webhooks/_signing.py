@@ -33,8 +33,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from .credentials import Secret, SecretLike, SecretResolver
-from .exceptions import (
+from ._credentials import Secret, SecretLike, SecretResolver
+from ._exceptions import (
     SignatureFormatError,
     SignatureMismatchError,
     TimestampError,

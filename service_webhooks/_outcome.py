@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .exceptions import MethodNotAllowedError, WebhookError
+from ._exceptions import MethodNotAllowedError, WebhookError
 
 __all__ = ["RETRY_AFTER_SECONDS", "DeliveryRecord", "Outcome", "outcome_for_error"]
 

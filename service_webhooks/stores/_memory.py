@@ -1,7 +1,7 @@
 """An in-process idempotency store: for tests and single-process development servers.
 
 Records live in a dict guarded by a lock; nothing survives a restart and nothing is
-shared between processes. Use :class:`~service_webhooks.stores.sqlite.SQLiteStore`
+shared between processes. Use :class:`~service_webhooks.stores._sqlite.SQLiteStore`
 (one machine) or a Redis/PostgreSQL store (several machines) in production.
 Expired records are pruned as keys are claimed: one FIFO queue of expiries per
 duration (lease, retention), each already in time order, so every operation is O(1).
@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .base import ClaimState
+from ._base import ClaimState
 
 __all__ = ["MemoryStore"]
 

@@ -17,7 +17,7 @@ close it with :meth:`RedisStore.aclose` in that loop.
 
 Errors: whatever redis-py raises (:class:`redis.exceptions.ConnectionError`,
 :class:`redis.exceptions.TimeoutError`, …) propagates; the receiver turns it into
-:class:`~service_webhooks.exceptions.StoreError` (503, fail closed). Clients built
+:class:`~service_webhooks._exceptions.StoreError` (503, fail closed). Clients built
 from a URL time out after ``socket_timeout`` seconds (2 by default) and retry twice,
 so a dead server is answered well inside the service's 10 s deadline (spec §3.3).
 """
@@ -28,8 +28,8 @@ import asyncio
 import weakref
 from typing import Any
 
-from ..exceptions import ConfigurationError
-from .base import ClaimState
+from .._exceptions import ConfigurationError
+from ._base import ClaimState
 
 try:
     import redis

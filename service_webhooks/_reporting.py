@@ -1,6 +1,6 @@
 """How a delivery is reported: one log line, outcome observers, an optional tracer.
 
-Every answer the receiver gives becomes one :class:`~service_webhooks.outcome.DeliveryRecord`
+Every answer the receiver gives becomes one :class:`~service_webhooks._outcome.DeliveryRecord`
 (built only when someone listens). :func:`log_record` writes it as one INFO line on the
 ``service_webhooks`` logger: a readable message plus the ``extra`` fields of
 :data:`LOG_FIELDS`. :class:`OutcomeObserver` callables receive the same record, and a
@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .events import Event
-    from .outcome import DeliveryRecord
+    from ._events import Event
+    from ._outcome import DeliveryRecord
 
 __all__ = ["KEY_PREFIX_LENGTH", "LOG_FIELDS", "DeliveryTracer", "OutcomeObserver", "log_record"]
 
@@ -46,7 +46,7 @@ class OutcomeObserver(Protocol):
     """Told about every answered delivery, e.g. to count outcomes in your own metrics.
 
     Called once per delivery (including requests refused by ``precheck``) with its
-    :class:`~service_webhooks.outcome.DeliveryRecord`, synchronously, on the thread or
+    :class:`~service_webhooks._outcome.DeliveryRecord`, synchronously, on the thread or
     event loop that handles the request, before the response is written: keep it
     cheap (increment a counter, observe a histogram) and thread-safe. An exception it
     raises is logged and ignored; it never changes the answer.
