@@ -25,7 +25,7 @@ from typing import Any, TypeAlias, TypeVar, overload
 from ._events import Event
 from ._exceptions import ConfigurationError
 
-__all__ = ["ErrorHook", "Handler", "Registration", "Router", "run_sync"]
+__all__ = ["ErrorHook", "Handler", "Registration", "Router", "arun", "run"]
 
 Handler: TypeAlias = Callable[[Event[Any]], Coroutine[Any, Any, None] | None]
 """``handler(event) -> None``, sync or ``async``."""
@@ -156,6 +156,43 @@ class Router:
         """The registered error hooks, in order."""
         return tuple(self._error_hooks)
 
+    def dispatch(self, event: Event[Any]) -> int:
+        """Run ``event``'s handlers in order from synchronous code; see the module rule.
+
+        An ``async`` handler is run to completion with :func:`asyncio.run` (so this must
+        not be called from inside a running event loop: use :meth:`adispatch` there).
+        Unlike the receiver, this does no idempotency and calls no error hook: it is
+        the building block for code that already owns the event, such as a task-queue
+        worker running an event the receiver handed off.
+
+        Args:
+            event: The decoded event (``event.name`` and ``event.version`` select).
+
+        Returns:
+            How many handlers ran (0: no handler is registered for it).
+
+        Raises:
+            Exception: Whatever a handler raised; the handlers after it do not run.
+        """
+        handlers = self.handlers_for(event.name, event.version)
+        run(handlers, event)
+        return len(handlers)
+
+    async def adispatch(self, event: Event[Any], *, sync_in_thread: bool = True) -> int:
+        """Async twin of :meth:`dispatch`.
+
+        Args:
+            event: The decoded event.
+            sync_in_thread: Run plain-function handlers in a worker thread, so a
+                blocking handler never stalls the event loop.
+
+        Returns:
+            How many handlers ran.
+        """
+        handlers = self.handlers_for(event.name, event.version)
+        await arun(handlers, event, sync_in_thread)
+        return len(handlers)
+
     def has_handlers(self) -> bool:
         """Whether any handler at all is registered (used by configuration checks)."""
         return bool(self._specific or self._catch_all)
@@ -167,21 +204,44 @@ def _registration(handler: Handler) -> Registration:
     return Registration(handler, _is_async(handler))
 
 
-def run_sync(registration: Registration, event: Event[Any]) -> None:
-    """Call one handler from synchronous code (``process``); an async one runs to the end."""
-    result = registration.handler(event)
-    if inspect.isawaitable(result):
-        run_coroutine(result)
+def run(handlers: tuple[Registration, ...], event: Event[Any]) -> None:
+    """Call ``handlers`` in order from synchronous code; async ones run to the end."""
+    for registration in handlers:
+        result = registration.handler(event)
+        if result is not None:  # a coroutine (an async handler), else ignored
+            run_coroutine(result)
+
+
+async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread: bool) -> None:
+    """Await ``handlers`` in order; plain functions in a worker thread when ``in_thread``.
+
+    A plain function that returns an awaitable anyway (a ``functools.partial`` of a
+    coroutine function, say) has it awaited.
+    """
+    for registration in handlers:
+        if registration.is_async:
+            await registration.handler(event)  # type: ignore[misc]
+            continue
+        if in_thread:
+            result = await asyncio.to_thread(registration.handler, event)
+        else:
+            result = registration.handler(event)
+        if result is not None and inspect.isawaitable(result):
+            await result
 
 
 def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
     """Run an async handler's coroutine to completion from synchronous code."""
+    if not inspect.isawaitable(awaitable):
+        return
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         asyncio.run(_await(awaitable))
         return
-    awaitable.close()
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()  # never awaited: no "coroutine was never awaited" warning later
     raise RuntimeError(
         "an async handler was called from process() inside a running event loop; "
         "call aprocess() there instead"

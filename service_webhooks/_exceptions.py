@@ -18,6 +18,10 @@ No exception message ever contains a secret.
     │   └── PayloadTooLargeError       413, reason "payload_too_large" (spec §6.1, 1 MiB)
     ├── MethodNotAllowedError          405, reason "method_not_allowed" (spec §6.1: POST)
     ├── StoreError                     503, reason "store_unavailable": fail closed
+    ├── SecretsUnavailableError        503, reason "secrets_unavailable": the secrets
+    │                                  callable raised; the service retries
+    ├── RetryLater                     503, reason "retry_later": raised by a handler (or a
+    │                                  hand-off) to have the service retry the event later
     └── Unprocessable                  422 by default: raised by a handler for an event it
                                        can never process; the service will not retry it
 """
@@ -29,6 +33,8 @@ __all__ = [
     "EnvelopeError",
     "MethodNotAllowedError",
     "PayloadTooLargeError",
+    "RetryLater",
+    "SecretsUnavailableError",
     "SignatureError",
     "SignatureFormatError",
     "SignatureMismatchError",
@@ -116,6 +122,30 @@ class StoreError(WebhookError):
 
     status = 503
     reason = "store_unavailable"
+
+
+class SecretsUnavailableError(WebhookError):
+    """The ``secrets=`` callable raised: the delivery cannot be authenticated now.
+
+    Answered 503 with ``Retry-After`` so the service retries (spec §3.3, §7): a
+    failing secrets lookup is an outage of the receiver, not a forged request.
+    """
+
+    status = 503
+    reason = "secrets_unavailable"
+
+
+class RetryLater(WebhookError):
+    """Raised by a handler to have the service deliver the event again later.
+
+    The receiver releases the claim and answers 503 with ``Retry-After`` (spec §3.3,
+    §7: 5xx is a temporary failure), without logging a traceback: use it for an
+    expected, temporary condition (a downstream system is busy, a task queue refused
+    the event). Any other exception a handler raises is answered 500, also retried.
+    """
+
+    status = 503
+    reason = "retry_later"
 
 
 class Unprocessable(WebhookError):

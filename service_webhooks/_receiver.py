@@ -1,23 +1,28 @@
-"""The receive pipeline for one delivery: :meth:`WebhookReceiver.process` and ``aprocess``.
+"""The receive pipeline for one delivery: :meth:`WebhookReceiver.handle` and its twins.
 
 ::
 
-    method, raw body (bytes, read with a cap), Service-Signature value
-      -> method is POST                       else 405
-      -> body within max_body_size            else 413
+    method, headers, body reader              (handle / ahandle: what adapters call)
+      -> method is exactly POST               else 405
+      -> announced or read size within limit  else 413 (reads at most limit + 1 bytes)
+      -> one Service-Signature header         else 401 "format"
+      -> secrets for o (secrets= callable)    raised: 503 "secrets_unavailable"
       -> signature and timestamp (spec §5.2)  else 401
       -> envelope (spec §2.7)                 else 400
       -> handlers for (eventName, version)    none: unhandled_status (200)
       -> claim the idempotency key            DONE: 200, IN_FLIGHT: 503, store down: 503
-      -> run the handlers                     raised: release, 500 (Unprocessable: 4xx)
-      -> complete the key                     store down: 503 (the retry re-runs)
+      -> [unit of work: run the handlers      raised: release, 500 (Unprocessable: 4xx,
+           (the claim renewed meanwhile)               RetryLater: 503)
+          + complete the key]                 store down: 503 (the retry re-runs)
       -> 200
 
-Everything but the store and the handlers is pure and shared (:meth:`_prepare`,
-:meth:`_failed`); the sync and async drivers differ only in how they do that I/O,
-and read line for line alike. A handler failure always leaves the event retryable:
-the claim is released before answering, and no 2xx is sent unless every handler
-finished and the key was recorded as done.
+``process``/``aprocess`` start at the signature with a body already read.
+
+Everything but reading, the secrets lookup, the store and the handlers is pure and
+shared (:meth:`_prepare`, :meth:`_failed`); the sync and async drivers differ only in
+how they do that I/O, and read line for line alike. A handler failure always leaves
+the event retryable: the claim is released before answering, and no 2xx is sent
+unless every handler finished and the key was recorded as done.
 
 Observability: every answer goes through :meth:`_finish`, which, only when someone
 listens, builds one :class:`~service_webhooks._outcome.DeliveryRecord`, logs it as one
@@ -31,25 +36,29 @@ observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
 from __future__ import annotations
 
 import asyncio
-import inspect
+import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import msgspec
 
 from ._credentials import SecretsConfig, as_resolver
-from ._dispatch import Registration, Router, run_sync
+from ._dispatch import Registration, Router, arun, run
 from ._envelope import MAX_BODY_SIZE, decode_envelope
 from ._events import Event
 from ._exceptions import (
     ConfigurationError,
     MethodNotAllowedError,
     PayloadTooLargeError,
+    RetryLater,
+    SecretsUnavailableError,
+    SignatureFormatError,
     StoreError,
+    UnknownOrganizationError,
     Unprocessable,
     WebhookError,
 )
@@ -73,8 +82,15 @@ from ._outcome import (
     Outcome,
     outcome_for_error,
 )
-from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record
-from ._signing import DEFAULT_TOLERANCE, SIGNATURE_HEADER, verify
+from ._renewal import Renewer
+from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record, printable
+from ._signing import (
+    DEFAULT_TOLERANCE,
+    SIGNATURE_HEADER,
+    SignatureHeader,
+    parse_signature_header,
+    verify,
+)
 from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
 
 __all__ = ["WebhookReceiver"]
@@ -84,6 +100,29 @@ logger = logging.getLogger("service_webhooks")
 _NO_SPAN: AbstractContextManager[object] = nullcontext()  # reusable: no tracer configured
 
 KeyFunction = Callable[[Event[Any]], str]
+
+UnitOfWork: TypeAlias = Callable[
+    [Event[Any]], AbstractContextManager[object] | AbstractAsyncContextManager[object]
+]
+"""``unit_of_work(event)`` -> a context manager entered around "run the handlers +
+complete the key" (see :class:`WebhookReceiver`)."""
+
+Headers: TypeAlias = Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]]
+"""Request headers as ``(name, value)`` pairs, one per header line, ``str`` or raw
+``bytes`` (ASGI's ``scope["headers"]`` as is); names compare case-insensitively."""
+
+BodyReader: TypeAlias = Callable[[int], bytes]
+"""``read(size) -> bytes``: the next at most ``size`` bytes of the body, ``b""`` at its
+end (a file-like object's ``read``)."""
+
+AsyncBodyReader: TypeAlias = Callable[[int], Awaitable[bytes | None]]
+"""``await read(size) -> bytes | None``: the next chunk of the body (it may be larger
+than ``size``), ``b""`` at its end, ``None`` when the client disconnected."""
+
+_SIGNATURE_NAME = SIGNATURE_HEADER.lower()
+_SIGNATURE_NAME_BYTES = _SIGNATURE_NAME.encode("ascii")
+_REPEATED = "\x00repeated"  # stands for "more than one Service-Signature line"
+_LONGEST_KEY = 200  # characters a store accepts as a key
 
 
 _Observer = TypeVar("_Observer", bound=OutcomeObserver)
@@ -128,6 +167,12 @@ class WebhookReceiver:
             (more can be added with :meth:`on_outcome`).
         tracer: A :class:`DeliveryTracer` wrapping each delivery and its handlers
             (for example :func:`service_webhooks.observability.instrument`'s).
+        unit_of_work: ``unit_of_work(event)`` returning a context manager that is
+            entered around running the handlers *and* recording the key as done, so
+            both commit or neither does (for example ``lambda event:
+            transaction.atomic()``). An exception from a handler passes through it
+            before the claim is released. Under ``aprocess`` it may return an async
+            context manager; under ``process`` it must be a plain one. Default: none.
 
     Raises:
         ConfigurationError: Any argument out of range (messages never show secrets).
@@ -151,6 +196,7 @@ class WebhookReceiver:
         router: Router | None = None,
         observers: Iterable[OutcomeObserver] = (),
         tracer: DeliveryTracer | None = None,
+        unit_of_work: UnitOfWork | None = None,
     ) -> None:
         if not tolerance >= 0:
             raise ConfigurationError("tolerance must be >= 0 seconds")
@@ -164,7 +210,10 @@ class WebhookReceiver:
             raise ConfigurationError("unhandled_status must be 200, a 4xx or 500")
         if unhandled_status == 429:
             raise ConfigurationError("unhandled_status 429 would be retried; use 500 for that")
+        if unit_of_work is not None and not callable(unit_of_work):
+            raise ConfigurationError("unit_of_work must be a callable returning a context manager")
         self._resolver = as_resolver(secrets)
+        self._resolver_blocks: bool = getattr(self._resolver, "blocking", True)
         self.tolerance = tolerance
         self.max_body_size = max_body_size
         self.lease = lease
@@ -183,6 +232,8 @@ class WebhookReceiver:
         for observer in observers:
             self.on_outcome(observer)
         self.tracer = tracer
+        self.unit_of_work = unit_of_work
+        self._renewer = Renewer(self.store, self.lease)
 
     def __repr__(self) -> str:
         return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
@@ -240,22 +291,117 @@ class WebhookReceiver:
         """Stop calling ``observer`` (no error when it was not registered)."""
         self._observers = tuple(o for o in self._observers if o is not observer)
 
+    # -- what adapters call: the request as the server gives it ----------------------
+
+    def handle(
+        self,
+        method: str,
+        headers: Headers,
+        read: BodyReader,
+        *,
+        max_body_size: int | None = None,
+    ) -> Outcome:
+        """Handle one HTTP request synchronously: the one entry point for adapters.
+
+        Answers 405 for a method other than ``POST`` (compared case-sensitively, RFC
+        9110 §9.1) and 413 for a declared ``Content-Length`` over the limit before
+        reading anything; otherwise reads at most ``limit + 1`` bytes (413 when there
+        are more) and runs the pipeline. Two or more ``Service-Signature`` header
+        lines are refused (401, reason ``format``).
+
+        Args:
+            method: The request method, exactly as received.
+            headers: The request headers, one ``(name, value)`` pair per line.
+            read: ``read(size) -> bytes`` over the body stream (``b""`` at its end).
+            max_body_size: A smaller limit in bytes imposed by the framework (e.g.
+                Flask's ``MAX_CONTENT_LENGTH``); the receiver's own otherwise.
+
+        Returns:
+            The :class:`~service_webhooks.Outcome` to send. Never raises for anything
+            a request can contain.
+        """
+        started = perf_counter()
+        limit = (
+            self.max_body_size if max_body_size is None else min(max_body_size, self.max_body_size)
+        )
+        signature, length = _scan_headers(headers)
+        error = _request_line_error(method, length, limit)
+        if error is not None:
+            return self._rejected(error, started)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = read(limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return self._rejected(
+                PayloadTooLargeError(f"body is larger than {limit} bytes"), started
+            )
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return self.process(body, signature, method=method)
+
+    async def ahandle(
+        self,
+        method: str,
+        headers: Headers,
+        read: AsyncBodyReader,
+        *,
+        max_body_size: int | None = None,
+    ) -> Outcome | None:
+        """Async twin of :meth:`handle`, for an event loop (ASGI).
+
+        Args:
+            read: ``await read(size)``: the next body chunk, ``b""`` at the end,
+                ``None`` when the client disconnected.
+
+        Returns:
+            The :class:`~service_webhooks.Outcome`, or ``None`` when the client went
+            away before the body arrived (nothing was processed; send nothing).
+        """
+        started = perf_counter()
+        limit = (
+            self.max_body_size if max_body_size is None else min(max_body_size, self.max_body_size)
+        )
+        signature, length = _scan_headers(headers)
+        error = _request_line_error(method, length, limit)
+        if error is not None:
+            return self._rejected(error, started)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = await read(limit + 1 - size)
+            if chunk is None:
+                return None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return self._rejected(
+                PayloadTooLargeError(f"body is larger than {limit} bytes"), started
+            )
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return await self.aprocess(body, signature, method=method)
+
     # -- the two drivers: identical but for how they call the store and handlers ----
 
     def process(
         self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
     ) -> Outcome:
-        """Handle one delivery synchronously.
+        """Handle one delivery whose body was already read, synchronously.
 
         Args:
-            body: The raw request body (``bytes``); adapters pass at most
-                ``max_body_size + 1`` bytes of a larger one.
+            body: The raw request body (``bytes``); at most ``max_body_size + 1``
+                bytes of a larger one are enough.
             signature: The ``Service-Signature`` header value, ``None`` if absent.
             method: The HTTP method.
 
         Returns:
-            The :class:`~service_webhooks._outcome.Outcome` to send. Never raises for
-            anything a request can contain.
+            The :class:`~service_webhooks.Outcome` to send. Never raises for anything
+            a request can contain.
         """
         tracer = self.tracer
         if tracer is None:
@@ -266,7 +412,12 @@ class WebhookReceiver:
     async def aprocess(
         self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
     ) -> Outcome:
-        """Handle one delivery in an event loop; see :meth:`process`."""
+        """Handle one delivery in an event loop; see :meth:`process`.
+
+        A ``secrets=`` callable is called in a worker thread, and plain-function
+        handlers too unless ``sync_handlers_in_thread=False``: nothing here blocks
+        the event loop but the store's own async twins.
+        """
         tracer = self.tracer
         if tracer is None:
             return await self._aprocess(body, signature, method, None)
@@ -279,26 +430,40 @@ class WebhookReceiver:
         started = perf_counter()
         plan: _Plan | None = None
         try:
-            prepared = self._prepare(method, body, signature, started)
+            header = self._authenticate(method, body, signature)
+            secrets = self._secrets_for(header.organization_id)
+            prepared = self._prepare(body, header, secrets, started)
             if isinstance(prepared, Outcome):
                 return prepared
             plan, store = prepared, self.store
-            key = plan.event.idempotency_key
-            state = guard(store.claim, key, plan.token, self.lease)
+            key, token = plan.event.idempotency_key, plan.token
+            state = guard(store.claim, key, token, self.lease)
             if state is not ClaimState.NEW:
                 done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
                 return self._answer(plan, done, started)
             handlers_started = perf_counter()
+            self._renewer.add(key, token)
+            unit = self.unit_of_work
             try:
-                with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
-                    for registration in plan.handlers:
-                        run_sync(registration, plan.event)
+                try:
+                    with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
+                        if unit is None:
+                            run(plan.handlers, plan.event)
+                        else:
+                            with _sync_unit(unit, plan.event):
+                                run(plan.handlers, plan.event)
+                                _completion(store.complete, key, token, self.retention)
+                finally:
+                    self._renewer.remove(token)  # before any release: no renewal after it
+            except _ClaimLost:  # another delivery owns the key now: it records the work
+                return self._answer(plan, IN_FLIGHT, started)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
-                guard_release(store.release, key, plan.token)
+                guard_release(store.release, key, token)
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
-            guard(store.complete, key, plan.token, self.retention)
+            if unit is None:
+                guard(store.complete, key, token, self.retention)
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -309,41 +474,85 @@ class WebhookReceiver:
         started = perf_counter()
         plan: _Plan | None = None
         try:
-            prepared = self._prepare(method, body, signature, started)
+            header = self._authenticate(method, body, signature)
+            if self._resolver_blocks:
+                secrets = await asyncio.to_thread(self._secrets_for, header.organization_id)
+            else:
+                secrets = self._secrets_for(header.organization_id)
+            prepared = self._prepare(body, header, secrets, started)
             if isinstance(prepared, Outcome):
                 return prepared
             plan, store = prepared, self.store
-            key = plan.event.idempotency_key
-            state = await aguard(store.aclaim(key, plan.token, self.lease))
+            key, token = plan.event.idempotency_key, plan.token
+            state = await aguard(store.aclaim(key, token, self.lease))
             if state is not ClaimState.NEW:
                 done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
                 return self._answer(plan, done, started)
             handlers_started = perf_counter()
+            self._renewer.add(key, token)
+            unit = self.unit_of_work
             try:
-                with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
-                    for registration in plan.handlers:
-                        await self._run_async(registration, plan.event)
+                try:
+                    with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
+                        in_thread = self.sync_handlers_in_thread
+                        if unit is None:
+                            await arun(plan.handlers, plan.event, in_thread)
+                        else:
+                            async with _async_unit(unit, plan.event):
+                                await arun(plan.handlers, plan.event, in_thread)
+                                await _acompletion(store.acomplete(key, token, self.retention))
+                finally:
+                    self._renewer.remove(token)
+            except _ClaimLost:
+                return self._answer(plan, IN_FLIGHT, started)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
-                await aguard_release(store.arelease(key, plan.token))
+                await aguard_release(store.arelease(key, token))
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
-            await aguard(store.acomplete(key, plan.token, self.retention))
+            if unit is None:
+                await aguard(store.acomplete(key, token, self.retention))
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
 
+    # -- secrets ------------------------------------------------------------------
+
+    def _secrets_for(self, organization_id: str) -> Any:
+        """The resolver's answer for ``o``; a resolver that raises is an outage (503)."""
+        try:
+            return self._resolver(organization_id)
+        except WebhookError:
+            raise
+        except Exception as error:
+            logger.error(
+                "service_webhooks: the secrets lookup failed: %s: %s",
+                type(error).__name__,
+                printable(str(error)),
+            )
+            raise SecretsUnavailableError("the secrets lookup failed") from error
+
     # -- pure steps ---------------------------------------------------------------
 
-    def _prepare(
-        self, method: str, body: bytes, signature: str | bytes | None, started: float
-    ) -> _Plan | Outcome:
-        """Every check that needs no I/O; an :class:`Outcome` means answer now."""
+    def _authenticate(
+        self, method: str, body: bytes, signature: str | bytes | None
+    ) -> SignatureHeader:
+        """The request-line rule (405, 413) and a well-formed signature header (401)."""
         error = _request_line_error(method, len(body), self.max_body_size)
         if error is not None:
             raise error
+        if signature is _REPEATED:
+            raise SignatureFormatError(f"more than one {SIGNATURE_HEADER} header")
+        return parse_signature_header(signature)
+
+    def _prepare(
+        self, body: bytes, header: SignatureHeader, secrets: Any, started: float
+    ) -> _Plan | Outcome:
+        """Every check that needs no I/O; an :class:`Outcome` means answer now."""
         now = self._clock() if self._clock is not None else time.time()
-        header = verify(body, signature, self._resolver, tolerance=self.tolerance, now=now)
+        if secrets is None:
+            raise UnknownOrganizationError("no secret is configured for this organization")
+        verify(body, header, secrets, tolerance=self.tolerance, now=now)
         envelope = decode_envelope(body, max_size=self.max_body_size)
         handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         organization_id = header.organization_id
@@ -370,13 +579,23 @@ class WebhookReceiver:
 
     @staticmethod
     def _custom_key(function: KeyFunction, event: Event[Any]) -> str:
+        """``o + "," + key``, or ``"sha256:"`` + its SHA-256 when that is too long.
+
+        Injective: ``o`` never holds a comma (it ends at one in the header), so no two
+        (organization, key) pairs share a key, and a long key is hashed whole, never
+        cut. Neither form can equal the other or a default key (64 hex digits).
+        """
         try:
             custom = function(event)
         except Exception as error:
             raise Unprocessable("idempotency_key function failed on this event") from error
         if not isinstance(custom, str) or not custom:
             raise Unprocessable("idempotency_key function returned no key for this event")
-        return f"{event.organization_id}:{custom}"[:200]
+        namespaced = f"{event.organization_id},{custom}"
+        if len(namespaced) <= _LONGEST_KEY:
+            return namespaced
+        digest = hashlib.sha256(namespaced.encode("utf-8", "surrogatepass")).hexdigest()
+        return "sha256:" + digest
 
     def _answer(
         self,
@@ -402,23 +621,28 @@ class WebhookReceiver:
         """After a handler raised (its claim already released): hooks, log, answer."""
         if not isinstance(error, Exception):
             raise error  # KeyboardInterrupt, CancelledError...: released, now propagate
-        for hook in self.router.error_hooks:
+        for hook in () if isinstance(error, _CompletionFailed) else self.router.error_hooks:
             try:
                 hook(plan.event, error)
             except Exception:
                 logger.exception("service_webhooks: an error hook raised")
         error_type = type(error).__name__
+        name = printable(plan.event.name)
+        if isinstance(error, _CompletionFailed):  # the store failed inside the unit of work
+            return self._rejected(error.error, started, plan)
         if isinstance(error, Unprocessable):
-            logger.warning("service_webhooks: handler refused %s: %s", plan.event.name, error)
+            logger.warning("service_webhooks: handler refused %s: %s", name, printable(str(error)))
             outcome = outcome_for_error(error)
             return self._answer(plan, outcome, started, handler_time, str(error), error_type)
-        if isinstance(error, StoreError):  # e.g. a task queue refused the hand-off: 503
-            logger.error("service_webhooks: %s for %s: %s", error.reason, plan.event.name, error)
+        if isinstance(error, (RetryLater, StoreError)):  # e.g. a task queue refused it: 503
+            logger.error(
+                "service_webhooks: %s for %s: %s", error.reason, name, printable(str(error))
+            )
             outcome = outcome_for_error(error)
             return self._answer(plan, outcome, started, handler_time, str(error), error_type)
         logger.error(
             "service_webhooks: handler for %s failed; answered 500 so the service retries",
-            plan.event.name,
+            name,
             exc_info=error,
         )
         return self._answer(plan, HANDLER_FAILED, started, handler_time, "", error_type)
@@ -462,24 +686,95 @@ class WebhookReceiver:
                     logger.exception("service_webhooks: an outcome observer raised")
         return outcome
 
-    async def _run_async(self, registration: Registration, event: Event[Any]) -> None:
-        if registration.is_async:
-            await registration.handler(event)  # type: ignore[misc]
-        elif self.sync_handlers_in_thread:
-            result = await asyncio.to_thread(registration.handler, event)
-            if inspect.isawaitable(result):
-                await result
-        else:
-            result = registration.handler(event)
-            if inspect.isawaitable(result):
-                await result
-
 
 def _request_line_error(method: str, size: int | None, limit: int) -> WebhookError | None:
     """405 for a method other than POST (spec §6.1), 413 for a body over ``limit`` bytes
     (spec §2.7); ``None`` when neither applies. ``size`` is ``None`` when not known."""
-    if method.upper() != "POST":
+    if method != "POST":  # methods are case-sensitive (RFC 9110 §9.1): "post" is not POST
         return MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
     if size is not None and size > limit:
         return PayloadTooLargeError(f"body is larger than {limit} bytes")
     return None
+
+
+def _scan_headers(headers: Headers) -> tuple[str | bytes | None, int | None]:
+    """The ``Service-Signature`` value (:data:`_REPEATED` for two lines or more) and the
+    declared ``Content-Length`` (``None`` when absent or not a number), in one pass."""
+    signature: str | bytes | None = None
+    length: int | None = None
+    for name, value in headers:
+        if isinstance(name, bytes):
+            lowered: str | bytes = name.lower()
+            is_signature = lowered == _SIGNATURE_NAME_BYTES
+            is_length = lowered == b"content-length"
+        else:
+            lowered = name.lower()
+            is_signature = lowered == _SIGNATURE_NAME
+            is_length = lowered == "content-length"
+        if is_signature:
+            signature = value if signature is None else _REPEATED
+        elif is_length and value.isdigit():
+            length = int(value)
+    return signature, length
+
+
+class _ClaimLost(Exception):
+    """Completing found another delivery's claim: roll the unit of work back."""
+
+
+class _CompletionFailed(Exception):
+    """The store failed while completing inside a unit of work: roll it back."""
+
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _completion(complete: Callable[[str, str, float], bool], *args: Any) -> None:
+    try:
+        done = guard(complete, *args)
+    except StoreError as error:
+        raise _CompletionFailed(error) from error.__cause__
+    if not done:
+        raise _ClaimLost
+
+
+async def _acompletion(completing: Coroutine[Any, Any, bool]) -> None:
+    try:
+        done = await aguard(completing)
+    except StoreError as error:
+        raise _CompletionFailed(error) from error.__cause__
+    if not done:
+        raise _ClaimLost
+
+
+def _sync_unit(unit: UnitOfWork, event: Event[Any]) -> AbstractContextManager[object]:
+    context = unit(event)
+    if not isinstance(context, AbstractContextManager):
+        raise ConfigurationError(
+            "unit_of_work returned no context manager usable from process(); "
+            "an async one works only under aprocess()"
+        )
+    return context
+
+
+def _async_unit(unit: UnitOfWork, event: Event[Any]) -> AbstractAsyncContextManager[object]:
+    context = unit(event)
+    if isinstance(context, AbstractAsyncContextManager):
+        return context
+    if isinstance(context, AbstractContextManager):
+        return _AsyncOf(context)
+    raise ConfigurationError("unit_of_work must return a context manager")
+
+
+class _AsyncOf(AbstractAsyncContextManager[object]):
+    """A plain context manager entered and exited from the event loop."""
+
+    def __init__(self, context: AbstractContextManager[object]) -> None:
+        self._context = context
+
+    async def __aenter__(self) -> object:
+        return self._context.__enter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return self._context.__exit__(*exc_info)

@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from ._events import Event
     from ._outcome import DeliveryRecord
 
-__all__ = ["KEY_PREFIX_LENGTH", "LOG_FIELDS", "DeliveryTracer", "OutcomeObserver", "log_record"]
+__all__ = [
+    "KEY_PREFIX_LENGTH",
+    "LOG_FIELDS",
+    "DeliveryTracer",
+    "OutcomeObserver",
+    "log_record",
+    "printable",
+]
 
 logger = logging.getLogger("service_webhooks")
 
@@ -74,30 +81,47 @@ class DeliveryTracer(Protocol):
         ...
 
 
+def printable(text: str) -> str:
+    """``text`` safe for one log line: control and other non-printable characters
+    (newlines, ANSI escapes) are written as Python escapes, so a value from a request
+    can never forge a log line or recolour a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+def _field(text: str | None) -> str | None:
+    return None if text is None else printable(text)
+
+
 def log_record(record: DeliveryRecord) -> None:
     """One INFO line per delivery: readable, with every field in ``extra`` (LOG_FIELDS)."""
     if not logger.isEnabledFor(logging.INFO):
         return
     outcome = record.outcome
+    event_name = _field(outcome.event_name)
+    organization_id = _field(outcome.organization_id)
     handler_ms = None if record.handler_duration is None else record.handler_duration * 1000
     duration_ms = record.duration * 1000
     logger.info(
         "service_webhooks: %d %s event=%s version=%s org=%s key=%s in %.2f ms%s%s",
         outcome.status,
         outcome.reason,
-        outcome.event_name or "-",
+        event_name or "-",
         "-" if record.event_version is None else record.event_version,
-        outcome.organization_id or "-",
+        organization_id or "-",
         record.key_prefix or "-",
         duration_ms,
         "" if handler_ms is None else f" (handlers {handler_ms:.2f} ms)",
-        f": {record.detail}" if record.detail else "",
+        f": {printable(record.detail)}" if record.detail else "",
         extra={
             "webhook_status": outcome.status,
             "webhook_reason": outcome.reason,
-            "webhook_event": outcome.event_name,
+            "webhook_event": event_name,
             "webhook_event_version": record.event_version,
-            "webhook_organization": outcome.organization_id,
+            "webhook_organization": organization_id,
             "webhook_key_prefix": record.key_prefix,
             "webhook_duration_ms": duration_ms,
             "webhook_handler_ms": handler_ms,

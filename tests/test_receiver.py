@@ -214,7 +214,7 @@ def test_oversized_body_answers_413_before_authentication(
     assert (outcome.status, outcome.reason) == (413, "payload_too_large")
     assert receiver.precheck("POST", MAX_BODY_SIZE + 1) == outcome
     assert receiver.precheck("POST", MAX_BODY_SIZE) is None
-    assert receiver.precheck("post", None) is None
+    assert receiver.precheck("post", None).status == 405  # methods are case-sensitive
 
 
 def test_smaller_body_limit(secret: str, signed: Signed, drive: Drive) -> None:
@@ -389,7 +389,39 @@ def test_custom_idempotency_key_is_namespaced_by_organization(
     assert drive(receiver, *signed(first)).reason == "processed"
     assert drive(receiver, *signed(edited)).reason == "duplicate"
     assert drive(receiver, *signed(edited, org="o-other")).reason == "processed"
-    assert keys == ["o-TEST-na1:n-7", "o-other:n-7"]
+    assert keys == ["o-TEST-na1,n-7", "o-other,n-7"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # an organization ID may hold ":" (never ","): "o-A" + "x:y" is not "o-A:x" + "y"
+        (("o-A", "x:y"), ("o-A:x", "y")),
+        # long keys agreeing on their first 300 characters are hashed whole, never cut
+        (("o-A", "k" * 300 + "1"), ("o-A", "k" * 300 + "2")),
+        (("o-A", "k" * 198), ("o-A", "k" * 198 + "2")),
+    ],
+)
+def test_custom_idempotency_keys_never_collide(
+    secret: str,
+    signed: Signed,
+    make_body: Callable[..., bytes],
+    drive: Drive,
+    first: tuple[str, str],
+    second: tuple[str, str],
+) -> None:
+    receiver = WebhookReceiver(
+        secrets={"o-A": secret, "o-A:x": secret},
+        store="memory",
+        idempotency_key=lambda event: event.data.id,
+    )
+    keys: list[str] = []
+    receiver.on("note.created", lambda event: keys.append(event.idempotency_key))
+    for org, custom in (first, second):
+        body = make_body(data={"id": custom, "author": "a", "text": "t"})
+        assert drive(receiver, *signed(body, org=org)).reason == "processed"
+    assert len(set(keys)) == 2
+    assert all(len(key) <= 200 for key in keys)
 
 
 def test_failing_idempotency_key_function_is_unprocessable(

@@ -1,0 +1,113 @@
+"""Keeping a live claim alive: renew its lease while its handlers run.
+
+A claim holds for ``lease`` seconds so that a process that died mid-handler does not
+block its event for ever (the service's retry takes the claim over once it expires).
+A handler that is merely *slow* must not lose its claim that way, or the retry would
+run the same event a second time, at once. So while handlers run, the receiver
+re-claims the key with the *same* token every ``lease / 3`` seconds: the store
+contract treats a claim by the token that holds the key as a renewal (a new expiry,
+answer ``NEW``). Only a dead process stops renewing, so only its claim expires.
+
+One daemon thread per receiver does the renewing, started on first use; registering
+and unregistering a delivery costs a lock and a dict operation, and no store call is
+made for a delivery that finishes within a third of its lease (nearly all of them).
+It calls the store's blocking methods, so it serves ``process`` and ``aprocess``
+alike without touching the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ._reporting import printable
+from .stores import ClaimState, IdempotencyStore
+
+__all__ = ["Renewer"]
+
+logger = logging.getLogger("service_webhooks")
+
+
+class Renewer:
+    """Renews the claims registered with :meth:`add` every ``lease / 3`` seconds.
+
+    Args:
+        store: The store holding the claims.
+        lease: The claims' lease, in seconds.
+    """
+
+    def __init__(self, store: IdempotencyStore, lease: float) -> None:
+        self._store = store
+        self._lease = lease
+        self._interval = lease / 3
+        self._due: dict[str, tuple[str, float]] = {}  # token -> (key, due); due order
+        self._wake = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+        self._renewing: str | None = None  # the token being renewed right now
+
+    def add(self, key: str, token: str) -> None:
+        """Start renewing ``token``'s claim on ``key``."""
+        with self._wake:
+            self._due[token] = (key, time.monotonic() + self._interval)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="service-webhooks-renewer", daemon=True
+                )
+                self._thread.start()
+            elif len(self._due) == 1:
+                self._wake.notify()
+
+    def remove(self, token: str) -> None:
+        """Stop renewing ``token``'s claim (its handlers finished).
+
+        Waits for a renewal of it that is under way, so that no renewal can follow
+        the caller's release (it would claim the key again).
+        """
+        with self._wake:
+            self._due.pop(token, None)
+            while self._renewing == token:
+                self._wake.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._due:
+                    self._wake.wait()
+                token, (key, due) = next(iter(self._due.items()))
+                delay = due - time.monotonic()
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
+                # renewed or not, it moves to the back: dues stay in insertion order
+                del self._due[token]
+                self._due[token] = (key, time.monotonic() + self._interval)
+                self._renewing = token
+            try:
+                lost = not self._renew(key, token)
+            finally:
+                with self._wake:
+                    self._renewing = None
+                    if lost:
+                        self._due.pop(token, None)
+                    self._wake.notify_all()
+
+    def _renew(self, key: str, token: str) -> bool:
+        """Re-claim once; ``False`` when the claim is gone (stop renewing it)."""
+        try:
+            state = self._store.claim(key, token, self._lease)
+        except Exception as error:  # the store may be back at the next renewal
+            logger.error(
+                "service_webhooks: could not renew a claim: %s: %s",
+                type(error).__name__,
+                printable(str(error)),
+            )
+            return True
+        if state is ClaimState.NEW:
+            return True
+        logger.warning(
+            "service_webhooks: a running delivery lost its claim (%s): its retry may "
+            "run the handlers again",
+            state.value,
+        )
+        return False
