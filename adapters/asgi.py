@@ -1,22 +1,21 @@
 """ASGI adapter: a mountable app and a path-scoped middleware (Starlette, FastAPI, any ASGI).
 
-Thin by design (STYLE.md habit 2): it reads the method, the ``Service-Signature``
-header and at most ``max_body_size + 1`` bytes of body, in chunks, with or without
-``Content-Length``, then writes the core's :class:`~service_webhooks._outcome.Outcome`
-as the response. It never parses the signature, never touches JSON and never branches
-on a status code: :class:`~service_webhooks.WebhookReceiver` decides everything.
+Read, call, write: the adapter hands the method, the raw header list and a body
+reader to :meth:`~service_webhooks.WebhookReceiver.ahandle`, which decides everything
+(405, 413, 401, ...), and writes the :class:`~service_webhooks.Outcome` it returns.
 
 ::
 
     receiver = WebhookReceiver(secrets=...)
-    app = Starlette(routes=[Route("/webhooks", WebhookApp(receiver))])
-    fastapi_app.add_route("/webhooks", WebhookApp(receiver), methods=["POST"])
+    app = Starlette(routes=webhook_routes(receiver, "/webhooks"))
+    fastapi_app.router.routes.extend(webhook_routes(receiver, "/webhooks"))
     # or, in front of any ASGI app:
     app = WebhookMiddleware(app, receiver=receiver, path="/webhooks")
 
-Use ``Route``, not ``Mount``: a ``Mount("/webhooks", ...)`` answers ``POST /webhooks``
-with a 307 redirect to ``/webhooks/``, which the service retries and never follows
-(spec §7), so every delivery would fail.
+Both spellings of the URL (``/webhooks`` and ``/webhooks/``) are answered as
+deliveries: the service follows no redirect (spec §7), so a 307 to the other spelling
+would fail every delivery. For the same reason use routes, not ``Mount("/webhooks")``
+(Starlette answers ``POST /webhooks`` to such a mount with a 307).
 """
 
 from __future__ import annotations
@@ -24,18 +23,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from service_webhooks._outcome import Outcome
-from service_webhooks._receiver import WebhookReceiver
+from service_webhooks import Outcome, WebhookReceiver
 
-__all__ = ["WebhookApp", "WebhookMiddleware"]
+__all__ = ["WebhookApp", "WebhookMiddleware", "webhook_routes"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-_SIGNATURE = WebhookReceiver.signature_header.lower().encode("latin-1")
 
 
 class WebhookApp:
@@ -56,68 +52,89 @@ class WebhookApp:
             return
         if scope["type"] != "http":
             return  # websocket: not ours
-        signature, content_length = _read_headers(scope["headers"])
-        outcome = self.receiver.precheck(scope["method"], content_length)
-        if outcome is None:
-            body = await _read_body(receive, self.receiver.max_body_size + 1)
-            if body is None:
-                return  # the client went away; nothing was processed
-            outcome = await self.receiver.aprocess(body, signature, method=scope["method"])
-        await _respond(send, outcome)
+        outcome = await self.receiver.ahandle(scope["method"], scope["headers"], _reader(receive))
+        if outcome is not None:  # None: the client went away; nothing was processed
+            await _respond(send, outcome)
 
 
 class WebhookMiddleware:
     """Handles deliveries on one path and passes every other request to ``app``.
 
+    The path is matched below the application's mount point (``scope["root_path"]``:
+    a Starlette ``Mount`` or ``uvicorn --root-path``), with or without a trailing
+    slash.
+
     Args:
         app: The ASGI application to wrap.
         receiver: The configured receiver.
-        path: The exact request path deliveries arrive on (default ``/webhooks``).
+        path: The request path deliveries arrive on, below the mount point (default
+            ``/webhooks``).
+
+    Raises:
+        ValueError: ``path`` does not start with ``/``.
     """
 
     def __init__(self, app: ASGIApp, *, receiver: WebhookReceiver, path: str = "/webhooks") -> None:
         if not path.startswith("/"):
             raise ValueError("path must start with '/'")
         self.app = app
+        bare = path.rstrip("/") or "/"
         self.path = path
+        self._paths = {bare, bare.rstrip("/") + "/"}
         self.webhooks = WebhookApp(receiver)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == self.path:
+        if scope["type"] == "http" and _below_root(scope) in self._paths:
             await self.webhooks(scope, receive, send)
         else:
             await self.app(scope, receive, send)
 
 
-def _read_headers(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, int | None]:
-    """The signature (repeated headers joined by ',' so the core sees them all) and
-    the declared length (``None`` when absent or unparsable)."""
-    signatures: list[bytes] = []
-    content_length: int | None = None
-    for name, value in headers:
-        if name == _SIGNATURE:
-            signatures.append(value)
-        elif name == b"content-length" and value.isdigit():
-            content_length = int(value)
-    return (b",".join(signatures) if signatures else None), content_length
+def webhook_routes(receiver: WebhookReceiver, path: str = "/webhooks") -> list[Any]:
+    """Starlette routes answering deliveries on ``path`` and ``path + "/"``.
+
+    Every method reaches the receiver (which answers 405 itself) and neither spelling
+    is redirected to the other. Needs Starlette (``pip install
+    'service-webhooks[asgi]'``).
+
+    Raises:
+        ValueError: ``path`` does not start with ``/`` or is ``/``.
+    """
+    from starlette.routing import Route
+
+    if not path.startswith("/") or path.rstrip("/") == "":
+        raise ValueError("path must start with '/' and name a URL below the root")
+    app = WebhookApp(receiver)
+    bare = path.rstrip("/")
+    return [Route(bare, app), Route(bare + "/", app)]
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """Read the body in chunks, stopping once ``limit`` bytes are held; ``None`` if the
-    client disconnected."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk: bytes = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= limit or not message.get("more_body", False):
-            break
-    # one chunk is passed on as is; an oversized body is answered 413 by the core
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+def _below_root(scope: Scope) -> str:
+    """The request path below the application's mount point."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :]
+    return path
+
+
+def _reader(receive: Receive) -> Callable[[int], Awaitable[bytes | None]]:
+    """The receiver's async body reader over ASGI ``http.request`` messages."""
+    more = True
+
+    async def read(size: int) -> bytes | None:
+        nonlocal more
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            more = message.get("more_body", False)
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                return chunk
+        return b""
+
+    return read
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
