@@ -26,12 +26,15 @@ from typing import Any
 import click
 import msgspec
 
+from service_webhooks import (
+    DEFAULT_TOLERANCE,
+    ConfigurationError,
+    Event,
+    Handler,
+    WebhookReceiver,
+)
 from service_webhooks.adapters.asgi import WebhookMiddleware
-from service_webhooks.dispatch import Handler
-from service_webhooks.events import Event
-from service_webhooks.exceptions import ConfigurationError
-from service_webhooks.receiver import WebhookReceiver
-from service_webhooks.signing import DEFAULT_TOLERANCE
+from service_webhooks.stores import redact_url
 
 __all__ = ["listen"]
 
@@ -133,7 +136,7 @@ def listen(
         raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
     bound_port: int = sock.getsockname()[1]
     url = f"http://{_url_host(host)}:{bound_port}{path}"
-    click.echo(f"service-webhooks: listening on {url} (store: {store})", err=True)
+    click.echo(f"service-webhooks: listening on {url} (store: {redact_url(store)})", err=True)
     click.echo(
         f"service-webhooks: try: service-webhooks send {url} --secret ... --org o-1 "
         '--event note.created --data \'{"id": "n-1", "author": "a@b.c", "text": "hi"}\'',

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .base import MIN_RETENTION, ClaimState, IdempotencyStore, SyncStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
-from .url import store_from_env, store_from_url
+from .url import redact_url, store_from_env, store_from_url
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
@@ -36,6 +36,7 @@ __all__ = [
     "RedisStore",
     "SQLiteStore",
     "SyncStore",
+    "redact_url",
     "store_from_env",
     "store_from_url",
 ]
