@@ -45,4 +45,5 @@ def print_table(
         return
     headers = [column.header if isinstance(column, Column) else column for column in columns]
     for line in (headers, *rows):
-        out.out("\t".join(str(cell).replace("\t", " ") for cell in line), highlight=False)
+        out.file.write("\t".join(str(cell).replace("\t", " ") for cell in line) + "\n")
+    out.file.flush()

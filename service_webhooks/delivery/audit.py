@@ -261,8 +261,7 @@ class AuditLog:
         self._log(dead.endpoint_id).dead.append(dead)
 
     def _now(self) -> float:
-        now = self._latest if self.clock is None else max(self.clock(), self._latest)
-        return now
+        return self._latest if self.clock is None else max(self.clock(), self._latest)
 
     def _prune(self) -> None:
         now = self._now()
