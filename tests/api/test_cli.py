@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -76,10 +77,31 @@ def test_privacy_history_limit_is_checked_before_any_request(fake: FakeAPI) -> N
     assert fake.requests == []
 
 
-def test_invalid_state_is_a_usage_error(fake: FakeAPI) -> None:
-    result = run(fake, "operations", "--state", "DONE")
-    assert result.exit_code == 2
-    assert fake.requests == []
+def test_a_state_added_later_is_passed_on(fake: FakeAPI) -> None:
+    """Spec §9: enums are open; the CLI does not refuse a state it does not know."""
+    result = run(fake, "operations", "--state", "PAUSED", "--json")
+    assert result.exit_code == 0, result.output
+    assert [row["id"] for row in lines(result)] == ["op-future-state"]
+    assert dict(fake.requests[0].params) == {"state": "PAUSED"}
+
+
+def test_state_and_type_help_and_completion_list_the_known_values() -> None:
+    command = main.commands["api"].commands["operations"]  # type: ignore[attr-defined]
+    ctx = click.Context(command)
+    state = next(p for p in command.params if p.name == "state")
+    assert [item.value for item in state.shell_complete(ctx, "")] == [
+        "PENDING",
+        "COMPLETED",
+        "FAILED",
+    ]
+    type_ = next(p for p in command.params if p.name == "type_")
+    assert [item.value for item in type_.shell_complete(ctx, "delete_s")] == [
+        "DELETE_SESSION",
+        "DELETE_SEGMENT_SESSIONS",
+        "DELETE_SEGMENT_USERS",
+    ]
+    help_text = " ".join(CliRunner().invoke(main, ["api", "operations", "--help"]).output.split())
+    assert "PENDING, COMPLETED, FAILED" in help_text
 
 
 def test_cancel(fake: FakeAPI) -> None:
