@@ -115,7 +115,7 @@ def listen(
     \b
     Try it from another terminal:
       service-webhooks send http://127.0.0.1:8000/webhooks --secret S --org o-1 \\
-        --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
+        --allow-private-destinations --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
     """
     import uvicorn  # deferred: `service-webhooks --help` stays fast
 
@@ -139,6 +139,7 @@ def listen(
     click.echo(f"service-webhooks: listening on {url} (store: {redact_url(store)})", err=True)
     click.echo(
         f"service-webhooks: try: service-webhooks send {url} --secret ... --org o-1 "
+        "--allow-private-destinations "
         '--event note.created --data \'{"id": "n-1", "author": "a@b.c", "text": "hi"}\'',
         err=True,
     )

@@ -78,7 +78,20 @@ def listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
 
 def send_cli(url: str, secret: str, data: str, event: str = "note.created") -> tuple[int, str]:
     done = subprocess.run(
-        [COMMAND, "send", url, "--secret", secret, "--org", ORG, "--event", event, "--data", data],
+        [
+            COMMAND,
+            "send",
+            "--allow-private-destinations",
+            url,
+            "--secret",
+            secret,
+            "--org",
+            ORG,
+            "--event",
+            event,
+            "--data",
+            data,
+        ],
         capture_output=True,
         text=True,
         timeout=30,
