@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -150,3 +157,36 @@ def test_cli_over_real_http(fake: FakeAPI) -> None:
         )
     assert result.exit_code == 0, result.output
     assert len(lines(result)) == 62
+
+
+@pytest.mark.e2e
+def test_serve_fake_and_piped_tables_are_plain_lines(tmp_path: Path) -> None:
+    """`api serve-fake` runs the fake over HTTP; piped, a table is one line per row."""
+    command = str(Path(sys.executable).with_name("service-webhooks"))
+    stderr = tmp_path / "stderr"
+    with stderr.open("wb") as err:
+        server = subprocess.Popen(
+            [command, "api", "serve-fake", "--port", "0", "--api-key", "k-1"], stderr=err
+        )
+    try:
+        deadline = time.monotonic() + 15
+        while not (match := re.search(r"serving on (http://\S+)", stderr.read_text())):
+            assert server.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, "serve-fake did not start"
+            time.sleep(0.05)
+        env = {**os.environ, "SERVICE_API_KEY": "k-1", "SERVICE_API_BASE_URL": match.group(1)}
+        result = subprocess.run(
+            [command, "api", "operations", "--state", "FAILED"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(10)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split("\t") == [
+        "id", "type", "state", "created (UTC)", "finished (UTC)", "%", "error",
+    ]  # fmt: skip
+    assert len(rows) == 20
+    assert all(row.split("\t")[2] == "FAILED" for row in rows)
+    assert all(row.endswith("\tquota exceeded") for row in rows)

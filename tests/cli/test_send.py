@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -253,3 +255,26 @@ def test_secret_from_environment(server: tuple[str, Recorder]) -> None:
     assert result.exit_code == 0, result.output
     request = recorder.requests[-1]
     verify(request["body"], request["headers"]["service-signature"], [Secret("from-env")])
+
+
+SCRIPT = str(Path(sys.executable).with_name("service-webhooks"))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_send_refuses_loopback_without_the_flag(server: tuple[str, Recorder], host: str) -> None:
+    url, recorder = server
+    before = len(recorder.requests)
+    target = url.replace("127.0.0.1", host) + "/status/200"
+    result = subprocess.run(
+        [SCRIPT, "send", target, "--secret", SECRET, "--org", ORG, "--event", "e", "--data", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "not sent" in result.stdout
+    assert "loopback" in result.stdout
+    assert "permanent failure" in result.stdout
+    assert "--allow-private-destinations" in result.stderr
+    assert len(recorder.requests) == before
