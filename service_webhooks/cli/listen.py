@@ -115,7 +115,8 @@ def listen(
     \b
     Try it from another terminal:
       service-webhooks send http://127.0.0.1:8000/webhooks --secret S --org o-1 \\
-        --allow-private-destinations --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
+        --allow-private-destinations --event note.created \\
+        --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
     """
     import uvicorn  # deferred: `service-webhooks --help` stays fast
 
