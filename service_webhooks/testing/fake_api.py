@@ -15,7 +15,8 @@ What it does, per the spec (and where the spec is open, what it chose):
   (spec §4.1, §8); pages carry ``next_pagination_token`` (snake_case).
 - ``GET /operations/v1``: ``state`` / ``type`` filters (any value: the enums are
   open, spec §9), ``limit`` 1-100, 100 when omitted (spec §4.2); pages carry
-  ``nextPaginationToken`` (camelCase). A token used with other filters than the ones it was issued for is answered 400.
+  ``nextPaginationToken`` (camelCase). A token used with other filters than the ones
+  it was issued for is answered 400.
 - ``POST /operations/v1/{id}/cancel``: the id is read from the raw, still-escaped path,
   so an unescaped ``/`` in an id is a 404. Unknown id: 404; an operation that is not
   cancelable or not ``PENDING``: 409; success: 200 with ``{}`` and the operation
