@@ -165,32 +165,38 @@ def history_call(limit: int | None, pagination_token: str | None) -> Call:
     return Call("GET", HISTORY_PATH, _page_params(checked, _validate_token(pagination_token)))
 
 
-def _enum_value(value: object, enum: type[OperationState] | type[OperationType], name: str) -> str:
-    if isinstance(value, str) and value in {member.value for member in enum}:
-        return str(value)
-    allowed = ", ".join(member.value for member in enum)
-    raise ParameterError(f"{name} must be one of {allowed}; got {value!r}")
+def _filter_value(
+    value: object, known: type[OperationState] | type[OperationType], name: str
+) -> str:
+    """Any non-empty string: the enums are open (spec §9), ``known`` lists today's values."""
+    if isinstance(value, str) and value:
+        return str(value)  # a StrEnum member becomes its plain value
+    examples = ", ".join(member.value for member in known)
+    raise ParameterError(f"{name} must be a non-empty str (known: {examples}); got {value!r}")
 
 
 def operations_filters(state: object = None, type: object = None) -> tuple[tuple[str, str], ...]:
-    """Validate the operation filters of spec §4.2 against the enums of spec §2.5.
+    """Build the operation filters of spec §4.2.
+
+    The values are open enums (spec §9: the service may add states and types), so any
+    non-empty string is sent as it is; :class:`~.models.OperationState` and
+    :class:`~.models.OperationType` hold the values known today (spec §2.5).
 
     Args:
-        state: ``None`` or one of ``PENDING``, ``COMPLETED``, ``FAILED``.
-        type: ``None`` or one of ``DELETE_USER``, ``DELETE_SESSION``,
-            ``DELETE_SEGMENT_SESSIONS``, ``DELETE_SEGMENT_USERS``, ``SEARCH_EXPORT``.
+        state: ``None`` or a state, e.g. ``PENDING``, ``COMPLETED``, ``FAILED``.
+        type: ``None`` or a type, e.g. ``DELETE_USER``, ``SEARCH_EXPORT``.
 
     Returns:
         The filter query parameters, fixed for the whole iteration.
 
     Raises:
-        ParameterError: A value outside those sets (checked before sending).
+        ParameterError: A value that is not a non-empty ``str`` (checked before sending).
     """
     filters: tuple[tuple[str, str], ...] = ()
     if state is not None:
-        filters += (("state", _enum_value(state, OperationState, "state")),)
+        filters += (("state", _filter_value(state, OperationState, "state")),)
     if type is not None:
-        filters += (("type", _enum_value(type, OperationType, "type")),)
+        filters += (("type", _filter_value(type, OperationType, "type")),)
     return filters
 
 

@@ -173,8 +173,10 @@ class AsyncOperations:
         """Fetch one page of operations (spec §4.2).
 
         Args:
-            state: Only operations in this state (an :class:`~.models.OperationState`).
-            type: Only operations of this type (an :class:`~.models.OperationType`).
+            state: Only operations in this state: any string (spec §9 open enum);
+                :class:`~.models.OperationState` holds the known ones.
+            type: Only operations of this type: any string;
+                :class:`~.models.OperationType` holds the known ones.
             limit: Operations per page, 1-100; ``None`` lets the service send 100.
             pagination_token: From a previous page of the same filters.
 
@@ -182,7 +184,7 @@ class AsyncOperations:
             The page; ``page.next_pagination_token`` is empty on the last page.
 
         Raises:
-            ParameterError: An unknown state or type, or ``limit`` outside 1-100,
+            ParameterError: A state or type that is not a non-empty str, or ``limit`` outside 1-100,
                 checked before sending.
             APIError: See :mod:`.errors`.
         """

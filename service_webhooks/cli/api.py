@@ -6,8 +6,12 @@
     service-webhooks api privacy-history --limit 50 --all --json
     service-webhooks api operations --state PENDING --type DELETE_USER
     service-webhooks api cancel op-123
+    service-webhooks api serve-fake --port 8081   # a local fake of the API to try them on
 
-Tables go to stdout, JSON lines (one resource per line, the API's field names) with
+``--state`` and ``--type`` accept any value (spec §9: the service may add states and
+types); the known ones are offered by shell completion and listed in ``--help``.
+Tables go to stdout (plain tab-separated lines when stdout is not a terminal), JSON
+lines (one resource per line, the API's field names) with
 ``--json``; progress and hints go to stderr. Exit status 1 on an API error, 2 on a
 usage error. Tests may put an ``httpx.BaseTransport`` under the key
 ``"api_transport"`` of ``ctx.obj`` (``CliRunner.invoke(..., obj={...})``) to talk to an
@@ -24,14 +28,23 @@ from typing import Any, TypeVar
 import click
 import httpx
 import msgspec
+from click.shell_completion import CompletionItem
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
-from rich.table import Column, Table
+from rich.table import Column
 
-from .._exceptions import WebhookError
-from ..api import Client, Operation, PrivacySettingsVersion, is_never
-from ..api.models import OperationState, OperationType
-from ..api.pagination import Pager
+from service_webhooks import WebhookError
+from service_webhooks.api import (
+    Client,
+    Operation,
+    OperationState,
+    OperationType,
+    PrivacySettingsVersion,
+    is_never,
+)
+from service_webhooks.api.pagination import Pager
+
+from ._output import console, print_table
 
 __all__ = ["api"]
 
@@ -103,12 +116,25 @@ def _paged(pager: Pager[Any, ItemT], what: str) -> Iterator[ItemT]:
             )
 
 
-def _emit(items: Iterable[Any], as_json: bool, table: Callable[[list[Any]], Table]) -> None:
+Rows = tuple[list[Column | str], list[list[str]]]
+
+
+def _emit(items: Iterable[Any], as_json: bool, table: Callable[[list[Any]], Rows]) -> None:
     if as_json:
         for item in items:
             click.echo(msgspec.json.encode(item).decode())
         return
-    Console().print(table(list(items)))
+    columns, rows = table(list(items))
+    print_table(console(), columns, rows)
+
+
+def _completer(known: type[OperationState] | type[OperationType]) -> Any:
+    """Shell completion offering the values known today (others are accepted too)."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        return [CompletionItem(m.value) for m in known if m.value.startswith(incomplete.upper())]
+
+    return complete
 
 
 def _hint_next(token: str | None) -> None:
@@ -116,30 +142,31 @@ def _hint_next(token: str | None) -> None:
         click.echo(f"more results: --pagination-token {token} (or --all)", err=True)
 
 
-def _versions_table(versions: list[PrivacySettingsVersion]) -> Table:
-    table = Table(
+def _versions_table(versions: list[PrivacySettingsVersion]) -> Rows:
+    columns: list[Column | str] = [
         Column("last updated (UTC)", no_wrap=True),
         Column("by", overflow="fold"),
         "blocks",
         "ajax watches",
         Column("privacy mode", overflow="fold"),
         "drop IPs",
-    )
-    for version in versions:
-        meta = version.metadata
-        table.add_row(
-            _when(meta.last_updated),
-            meta.last_updated_by,
+    ]
+    rows = [
+        [
+            _when(version.metadata.last_updated),
+            version.metadata.last_updated_by,
             str(len(version.element_blocks)),
             str(len(version.ajax_watches)),
             version.default_privacy_mode,
             "yes" if version.discard_ip_addresses else "no",
-        )
-    return table
+        ]
+        for version in versions
+    ]
+    return columns, rows
 
 
-def _operations_table(operations: list[Operation]) -> Table:
-    table = Table(
+def _operations_table(operations: list[Operation]) -> Rows:
+    columns: list[Column | str] = [
         Column("id", no_wrap=True),
         Column("type", no_wrap=True),
         "state",
@@ -147,9 +174,9 @@ def _operations_table(operations: list[Operation]) -> Table:
         Column("finished (UTC)", no_wrap=True),
         "%",
         Column("error", overflow="fold"),
-    )
-    for op in operations:
-        table.add_row(
+    ]
+    rows = [
+        [
             op.id,
             op.type,
             op.state,
@@ -157,8 +184,10 @@ def _operations_table(operations: list[Operation]) -> Table:
             _when(op.finished_at),
             f"{op.estimate_pct_complete:g}",
             op.error_details,
-        )
-    return table
+        ]
+        for op in operations
+    ]
+    return columns, rows
 
 
 @click.group()
@@ -198,8 +227,23 @@ def privacy_history(
 
 @api.command("operations")
 @_connection_options
-@click.option("--state", type=click.Choice([s.value for s in OperationState]), default=None)
-@click.option("--type", "type_", type=click.Choice([t.value for t in OperationType]), default=None)
+@click.option(
+    "--state",
+    metavar="STATE",
+    shell_complete=_completer(OperationState),
+    help="Only operations in this state; known: "
+    + ", ".join(s.value for s in OperationState)
+    + " (others are passed on as given).",
+)
+@click.option(
+    "--type",
+    "type_",
+    metavar="TYPE",
+    shell_complete=_completer(OperationType),
+    help="Only operations of this type; known: "
+    + ", ".join(t.value for t in OperationType)
+    + " (others are passed on as given).",
+)
 @click.option("--limit", type=click.IntRange(1, 100), default=None, help="Operations per page.")
 @click.option("--all", "fetch_all", is_flag=True, help="Follow every page.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
@@ -238,3 +282,54 @@ def cancel(api_key: str, base_url: str, timeout: float, operation_id: str) -> No
     with _client(api_key, base_url, timeout) as client:
         client.operations.cancel(operation_id)
     click.echo(f"cancelled {operation_id}")
+
+
+@api.command("serve-fake")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8081,
+    show_default=True,
+    help="TCP port; 0 picks a free one.",
+)
+@click.option(
+    "--api-key",
+    default="test-key",
+    show_default=True,
+    help="The key the fake accepts ('Authorization: Basic <key>').",
+)
+def serve_fake(host: str, port: int, api_key: str) -> None:
+    """Serve the in-memory fake of the API (service_webhooks.testing.fake_api) over HTTP.
+
+    Its sample data has 42 privacy settings versions and 62 operations. It prints
+    its base URL on stderr, then serves until Ctrl-C. Needs the 'asgi' extra.
+
+    \b
+    Then, from another terminal:
+      export SERVICE_API_KEY=test-key SERVICE_API_BASE_URL=http://127.0.0.1:8081
+      service-webhooks api operations --state PENDING
+    """
+    import socket
+
+    import uvicorn
+
+    try:
+        from service_webhooks.testing.fake_api import FakeAPI
+    except ImportError as error:
+        raise click.ClickException(
+            f"the fake API needs starlette: pip install 'service-webhooks[asgi]' ({error})"
+        ) from error
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = info[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"fake API: serving on http://{shown}:{bound} (API key: {api_key})", err=True)
+    config = uvicorn.Config(FakeAPI(api_key=api_key), lifespan="off", log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])

@@ -10,11 +10,18 @@ retries from 1 to 10 minutes for 24 hours, the 1000/min throttle.
 * ``deliver --events FILE.jsonl``: a stream of events (one envelope per line, optionally
   with ``organizationId``, ``subcategory`` and ``id``), with ``--duplicates`` and
   ``--shuffle`` to test idempotency; prints a summary table and can write the audit
-  log as JSON.
+  log as JSON. One endpoint per organization and subcategory receives them, so every
+  event has exactly one destination; each event not delivered is named.
+
+Endpoints are configured for ``--payload-version`` (default 1, spec §9): events of
+another version are not sent to them. ``segment.trend.alert`` needs a subcategory
+(``--subcategory``, or the line's ``subcategory``). Tables become plain tab-separated
+lines when stdout is not a terminal.
 
 Like the service, both refuse reserved destinations (``localhost``, private networks);
 pass ``--allow-private-destinations`` to deliver to a receiver on this machine.
-Exit code: 0 when every delivery succeeded, 1 otherwise.
+Exit code: 0 when every event (and every duplicate) was delivered, 1 otherwise, 2 on
+a usage error.
 """
 
 from __future__ import annotations
@@ -26,9 +33,8 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
-from service_webhooks._exceptions import WebhookError
+from service_webhooks import WebhookError
 from service_webhooks.delivery import (
     AuditEntry,
     Clock,
@@ -46,7 +52,11 @@ from service_webhooks.delivery import (
     VirtualClock,
     sample_event_for,
 )
-from service_webhooks.delivery.endpoint import DEFAULT_ORGANIZATION
+from service_webhooks.delivery.endpoint import DEFAULT_ORGANIZATION, SUBCATEGORY_EVENTS
+from service_webhooks.stores import redact_url
+
+from ._output import console as make_console
+from ._output import print_table
 
 __all__ = ["deliver", "trigger"]
 
@@ -84,19 +94,40 @@ def _common(function: Any) -> Any:
             show_default=True,
             help="Seconds per attempt (the service uses 10).",
         ),
+        click.option(
+            "--payload-version",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Payload version the endpoint is configured for (spec §9); only "
+            "events of this version are delivered to it.",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
+def _receiver_reason(response: str) -> str | None:
+    """The ``reason`` of a service-webhooks receiver's answer (``processed``,
+    ``duplicate``, ``unhandled``, ``signature``...), or ``None`` for another body."""
+    try:
+        answer = json.loads(response)
+    except ValueError:
+        return None
+    reason = answer.get("reason") if isinstance(answer, dict) else None
+    return reason if isinstance(reason, str) and reason else None
+
+
 def _attempt_line(console: Console, entry: AuditEntry, queued_at: float) -> None:
     offset = entry.attempted_at - queued_at
     hours, rest = divmod(int(offset), 3600)
     style = _STYLES[entry.result]
+    reason = _receiver_reason(entry.response)
+    said = f" [bold]{reason}[/bold]" if reason else ""
     console.print(
         f"#{entry.attempt:<3} +{hours:02d}:{rest // 60:02d}:{rest % 60:02d} "
-        f"[{style}]{entry.result.value:<17}[/{style}] {entry.description} "
+        f"[{style}]{entry.result.value:<17}[/{style}] {entry.description}{said} "
         f"[dim]({entry.duration * 1000:.0f} ms)[/dim]",
         highlight=False,
     )
@@ -107,7 +138,10 @@ def _attempt_line(console: Console, entry: AuditEntry, queued_at: float) -> None
 @_common
 @click.option("--data", "data_json", help="The event's data as JSON (default: a sample).")
 @click.option("--org", default=DEFAULT_ORGANIZATION, show_default=True, help="Organization ID.")
-@click.option("--subcategory", help="Subcategory (required for segment.trend.alert).")
+@click.option(
+    "--subcategory",
+    help="Encoded subcategory of the subscription; required for segment.trend.alert.",
+)
 @click.option("--fast", is_flag=True, help="Virtual clock: no waiting between attempts.")
 def trigger(
     event_name: str,
@@ -115,30 +149,49 @@ def trigger(
     secret: str,
     allow_private_destinations: bool,
     timeout: float,
+    payload_version: int,
     data_json: str | None,
     org: str,
     subcategory: str | None,
     fast: bool,
 ) -> None:
-    """Deliver one EVENT with the service's full retry life, printing each attempt."""
-    console = Console(highlight=False)
+    """Deliver one EVENT with the service's full retry life, printing each attempt.
+
+    Each attempt line shows the result class, the status and, when the receiver is a
+    service-webhooks receiver, its outcome (processed, duplicate, unhandled, ...).
+    """
+    console = make_console()
+    if event_name in SUBCATEGORY_EVENTS and not subcategory:
+        raise click.UsageError(
+            f"{event_name} needs --subcategory: the encoded subcategory value of the "
+            "subscription (spec §2.6)"
+        )
     try:
         endpoint = Endpoint(
             url,
             secret,
             {event_name},
             organization_id=org,
-            subcategory=subcategory
-            or ("cli-test" if event_name == "segment.trend.alert" else None),
+            subcategory=subcategory,
+            payload_version=payload_version,
         )
         if data_json is None:
             event = sample_event_for(endpoint)
         else:
-            event = OutboundEvent(event_name, json.loads(data_json), org, subcategory=subcategory)
+            event = OutboundEvent(
+                event_name,
+                json.loads(data_json),
+                org,
+                version=payload_version,
+                subcategory=subcategory,
+            )
     except (WebhookError, json.JSONDecodeError) as error:
         raise click.UsageError(str(error)) from None
     clock: Clock = VirtualClock() if fast else SystemClock()
-    console.print(f"[bold]{event.name}[/bold] {event.id} -> {url} ({len(event.body)} bytes)")
+    console.print(
+        f"[bold]{event.name}[/bold] v{event.version} {event.id} -> {redact_url(url)} "
+        f"({len(event.body)} bytes)"
+    )
     delivery = asyncio.run(
         _trigger(endpoint, event, clock, timeout, allow_private_destinations, console)
     )
@@ -179,8 +232,9 @@ async def _trigger(
     return delivery
 
 
-def _read_events(path: Path) -> list[OutboundEvent]:
-    events: list[OutboundEvent] = []
+def _read_events(path: Path) -> list[tuple[int, OutboundEvent]]:
+    """The file's events with their line numbers; a usage error names a bad line."""
+    events: list[tuple[int, OutboundEvent]] = []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -189,29 +243,58 @@ def _read_events(path: Path) -> list[OutboundEvent]:
                 item = json.loads(line)
                 if not isinstance(item, dict) or "eventName" not in item:
                     raise ValueError("expected an object with eventName")
+                name = item["eventName"]
+                subcategory = item.get("subcategory")
+                if name in SUBCATEGORY_EVENTS and not subcategory:
+                    raise ValueError(f"{name} needs a subcategory (spec §2.6)")
                 options: dict[str, Any] = {}
                 if "id" in item:
                     options["id"] = str(item["id"])
-                events.append(
-                    OutboundEvent(
-                        item["eventName"],
-                        item.get("data"),
-                        item.get("organizationId", DEFAULT_ORGANIZATION),
-                        version=item.get("version", 1),
-                        subcategory=item.get("subcategory"),
-                        **options,
-                    )
+                event = OutboundEvent(
+                    name,
+                    item.get("data"),
+                    item.get("organizationId", DEFAULT_ORGANIZATION),
+                    version=item.get("version", 1),
+                    # A subcategory only narrows the event types that require one.
+                    subcategory=subcategory if name in SUBCATEGORY_EVENTS else None,
+                    **options,
                 )
+                events.append((number, event))
             except (ValueError, WebhookError) as error:
                 raise click.BadParameter(f"line {number}: {error}", param_hint="--events") from None
     return events
 
 
-def _summary_table(summary: Summary, events: int) -> Table:
-    table = Table(title="Delivery summary")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    rows = [
+def _endpoints_for(
+    events: list[tuple[int, OutboundEvent]],
+    url: str,
+    secret: str,
+    payload_version: int,
+) -> list[Endpoint]:
+    """One endpoint per (organization, subcategory), in file order.
+
+    Each event is received by exactly one of them: events of a type that needs a
+    subcategory go to the endpoint of their subcategory, every other event to its
+    organization's endpoint without one.
+    """
+    groups: dict[tuple[str, str | None], set[str]] = {}
+    for _, event in events:
+        groups.setdefault((event.organization_id, event.subcategory), set()).add(event.name)
+    return [
+        Endpoint(
+            url,
+            secret,
+            names,
+            organization_id=organization,
+            subcategory=subcategory,
+            payload_version=payload_version,
+        )
+        for (organization, subcategory), names in groups.items()
+    ]
+
+
+def _summary_rows(summary: Summary, events: int) -> list[tuple[str, str]]:
+    return [
         ("events", str(events)),
         ("deliveries (incl. duplicates)", str(summary.deliveries)),
         ("duplicates injected", str(summary.duplicates)),
@@ -224,9 +307,31 @@ def _summary_table(summary: Summary, events: int) -> Table:
         ("p99 latency", f"{summary.p99_latency * 1000:.1f} ms"),
         ("failure notifications", str(summary.notifications)),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
+
+
+def _undelivered(
+    events: list[tuple[int, OutboundEvent]], emulator: Emulator, payload_version: int
+) -> list[tuple[int, OutboundEvent, str]]:
+    """The events without a successful delivery, in file order, each with why."""
+    by_event: dict[int, list[Delivery]] = {}
+    for delivery in emulator.deliveries:
+        by_event.setdefault(id(delivery.event), []).append(delivery)
+    missing: list[tuple[int, OutboundEvent, str]] = []
+    for number, event in events:
+        deliveries = by_event.get(id(event), [])
+        if any(d.state is DeliveryState.SUCCEEDED for d in deliveries):
+            continue
+        if not deliveries:
+            why = (
+                f"not sent: the endpoint is configured for payload version "
+                f"{payload_version}, the event is version {event.version}"
+            )
+        else:
+            last = deliveries[-1]
+            detail = last.attempts[-1].description if last.attempts else "no attempt"
+            why = f"{last.state.value}: {detail}"
+        missing.append((number, event, why))
+    return missing
 
 
 @click.command()
@@ -266,6 +371,7 @@ def deliver(
     secret: str,
     allow_private_destinations: bool,
     timeout: float,
+    payload_version: int,
     events_file: Path,
     rate: int,
     duplicates: float,
@@ -275,23 +381,15 @@ def deliver(
     concurrency: int,
     seed: int | None,
 ) -> None:
-    """Deliver a stream of events from a JSON Lines file and print a summary."""
-    console = Console(highlight=False)
+    """Deliver a stream of events from a JSON Lines file and print a summary.
+
+    Every event in the file must be delivered: the exit code is 0 only then, and
+    each event that was not is named (line, eventName, ID, why) on stderr.
+    """
+    console = make_console()
     events = _read_events(events_file)
-    endpoints: dict[str, Endpoint] = {}
     try:
-        for event in events:
-            if event.organization_id not in endpoints:
-                names = {e.name for e in events if e.organization_id == event.organization_id}
-                subcategories = {e.subcategory for e in events if e.subcategory}
-                endpoints[event.organization_id] = Endpoint(
-                    url,
-                    secret,
-                    names,
-                    organization_id=event.organization_id,
-                    subcategory=next(iter(subcategories), None)
-                    or ("cli-test" if "segment.trend.alert" in names else None),
-                )
+        endpoints = _endpoints_for(events, url, secret, payload_version)
     except WebhookError as error:
         raise click.UsageError(str(error)) from None
     clock: Clock = VirtualClock() if fast else SystemClock()
@@ -313,19 +411,27 @@ def deliver(
                 concurrency=concurrency,
                 on_dead=dead.append,
             )
-            for endpoint in endpoints.values():
+            for endpoint in endpoints:
                 emulator.add_endpoint(endpoint)
-            emulator.publish(events)
+            emulator.publish(event for _, event in events)
             await emulator.run()
             return emulator
 
     emulator = asyncio.run(run())
     summary = emulator.summary()
-    console.print(_summary_table(summary, len(events)))
+    print_table(
+        console, ["metric", "value"], _summary_rows(summary, len(events)), title="Delivery summary"
+    )
     if any("reserved address" in e.description for e in emulator.audit):
         console.print(f"[dim]{_HINT}[/dim]")
     if audit_log is not None:
         audit_log.write_text(json.dumps(emulator.audit.to_json(), indent=1), encoding="utf-8")
         console.print(f"audit log: {audit_log} ({summary.attempts} attempts)")
-    if summary.delivered != summary.deliveries:
+    missing = _undelivered(events, emulator, payload_version)
+    if missing:
+        errors = make_console(stderr=True)
+        errors.print(f"[red]{len(missing)} of {len(events)} event(s) not delivered:[/red]")
+        for number, event, why in missing:
+            errors.print(f"line {number}: {event.name} v{event.version} id {event.id}: {why}")
+    if missing or summary.delivered != summary.deliveries:
         raise SystemExit(1)

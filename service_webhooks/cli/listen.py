@@ -26,12 +26,15 @@ from typing import Any
 import click
 import msgspec
 
-from service_webhooks._dispatch import Handler
-from service_webhooks._events import Event
-from service_webhooks._exceptions import ConfigurationError
-from service_webhooks._receiver import WebhookReceiver
-from service_webhooks._signing import DEFAULT_TOLERANCE
+from service_webhooks import (
+    DEFAULT_TOLERANCE,
+    ConfigurationError,
+    Event,
+    Handler,
+    WebhookReceiver,
+)
 from service_webhooks.adapters.asgi import WebhookMiddleware
+from service_webhooks.stores import redact_url
 
 __all__ = ["listen"]
 
@@ -112,7 +115,8 @@ def listen(
     \b
     Try it from another terminal:
       service-webhooks send http://127.0.0.1:8000/webhooks --secret S --org o-1 \\
-        --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
+        --allow-private-destinations --event note.created \\
+        --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
     """
     import uvicorn  # deferred: `service-webhooks --help` stays fast
 
@@ -133,9 +137,10 @@ def listen(
         raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
     bound_port: int = sock.getsockname()[1]
     url = f"http://{_url_host(host)}:{bound_port}{path}"
-    click.echo(f"service-webhooks: listening on {url} (store: {store})", err=True)
+    click.echo(f"service-webhooks: listening on {url} (store: {redact_url(store)})", err=True)
     click.echo(
         f"service-webhooks: try: service-webhooks send {url} --secret ... --org o-1 "
+        "--allow-private-destinations "
         '--event note.created --data \'{"id": "n-1", "author": "a@b.c", "text": "hi"}\'',
         err=True,
     )

@@ -14,6 +14,12 @@ any other status                       permanent failure              1
 no answer within 10 s, not transmitted temporary failure              1
 =====================================  =============================  =========
 
+Like the service (spec §3.3), it refuses reserved destinations: a host that resolves to
+a loopback, private, link-local or otherwise reserved address is not contacted (the
+same classification as the delivery emulator, :mod:`service_webhooks.delivery.addresses`)
+and the command exits 1, unless ``--allow-private-destinations`` is given to reach a
+receiver on this machine or network.
+
 The body is either an envelope built from ``--event``/``--version``/``--data`` (compact
 JSON, so sending the same arguments twice sends the same bytes: a duplicate), or the
 bytes of ``--body-file`` exactly as they are.
@@ -28,19 +34,29 @@ from typing import IO, Any
 import click
 import httpx
 
-from service_webhooks._exceptions import SignatureFormatError
-from service_webhooks.delivery.classification import (
+from service_webhooks import SignatureFormatError
+from service_webhooks.delivery import (
     Failure,
+    ReservedAddressError,
     Result,
+    SystemResolver,
+    UnresolvableHostError,
+    check_addresses,
     classify_failure,
     classify_status,
 )
+from service_webhooks.stores import redact_url
 from service_webhooks.testing.signer import Signer
 
 __all__ = ["DEADLINE", "send"]
 
 DEADLINE = 10.0
 """Seconds the whole attempt may take, connect to last byte (spec §8 "response wait")."""
+
+_HINT = (
+    "hint: the service never delivers to loopback or private addresses; "
+    "pass --allow-private-destinations to reach a receiver on this machine"
+)
 
 _SHOWN_RESPONSE = 200  # characters of the response body echoed for information
 
@@ -81,6 +97,11 @@ _LABELS = {
     type=click.IntRange(min=0),
     help="Sign as of this Unix time in seconds (default: now), e.g. to see a replay refused.",
 )
+@click.option(
+    "--allow-private-destinations",
+    is_flag=True,
+    help="Allow loopback/private targets (the service refuses them).",
+)
 def send(
     url: str,
     secret: str,
@@ -90,15 +111,18 @@ def send(
     data: str | None,
     body_file: IO[bytes] | None,
     timestamp: int | None,
+    allow_private_destinations: bool,
 ) -> None:
     """Sign and POST one delivery to URL and print how the service would classify the answer.
 
     Give either --event and --data, or --body-file. Exit code 0 on success (2xx),
-    1 on any failure (spec §7), 2 on a usage error.
+    1 on any failure (spec §7), 2 on a usage error. Loopback and private addresses
+    are refused, as the service does, unless --allow-private-destinations is given.
 
     \b
     Example:
       service-webhooks send http://127.0.0.1:8000/webhooks --secret S --org o-1 \\
+        --allow-private-destinations \\
         --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
     """
     _check_url(url)
@@ -120,7 +144,13 @@ def send(
     headers["User-Agent"] = "service-webhooks-send"
 
     what = f"{event_name} v{event_version}" if event_name is not None else "body file"
-    click.echo(f"POST {url}  {what}  org {org}  ({len(body)} bytes)")
+    click.echo(f"POST {redact_url(url)}  {what}  org {org}  ({len(body)} bytes)")
+    if not allow_private_destinations:
+        refused = asyncio.run(_reserved(url))
+        if refused is not None:
+            click.echo(f"not sent: {refused}: {_LABELS[Result.PERMANENT_FAILURE]}")
+            click.echo(_HINT, err=True)
+            raise SystemExit(1)
     try:
         status, reason, text = asyncio.run(_post(url, body, headers))
     except httpx.HTTPError as error:
@@ -133,6 +163,24 @@ def send(
     if text:
         click.echo(f"response: {text}")
     raise SystemExit(0 if result is Result.SUCCESS else 1)
+
+
+async def _reserved(url: str) -> str | None:
+    """Why the service would refuse ``url``'s host (spec §3.3), or ``None``.
+
+    Every address the host resolves to is checked with the delivery emulator's rules;
+    a host that does not resolve is left to the POST, which reports it.
+    """
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        addresses = await SystemResolver().resolve(parsed.host, port)
+        check_addresses(addresses)
+    except UnresolvableHostError:
+        return None
+    except ReservedAddressError as error:
+        return str(error)
+    return None
 
 
 def _parse_json(text: str) -> Any:

@@ -4,7 +4,9 @@ The rules:
 
 * Every attempt is recorded: event ID, attempt time, result class, description,
   payload, status and the start of the response. Listing is per endpoint, newest
-  first, optionally filtered by result; entries older than 30 days are dropped.
+  first, optionally filtered by result. Entries older than 30 days (spec §6.3, §8)
+  are dropped as the log goes: every :meth:`AuditLog.record` and every read prunes
+  at the log's clock (the emulator's, virtual or not), so a long run stays bounded.
 * When an event dies (24 h without success) the endpoint's status turns to
   ``ERROR`` and the event joins the endpoint's dead-event report. The status stays
   ``ERROR`` while the report holds an event that died within ``error_window``
@@ -14,7 +16,8 @@ The rules:
   notification callback fires *once*. It can fire again only after the condition has
   cleared (the spec sends one e-mail, not one per attempt).
 
-All times are seconds on the emulator's clock, passed in; nothing here reads a clock.
+All times are seconds on the emulator's clock: passed in, or read from the ``clock``
+callable the log was given (the emulator gives its own).
 """
 
 from __future__ import annotations
@@ -202,6 +205,9 @@ class AuditLog:
         on_failure_notification: Called with a :class:`FailureNotification` when an
             endpoint trips the failure rule (``None``: no callback).
         error_window: Seconds a dead event keeps the endpoint in ``ERROR`` (24 h).
+        clock: Returns the current time, clock seconds; with it, recording and
+            reading prune entries older than ``retention``. Without it, pruning happens
+            only at the newest recorded attempt time and on :meth:`purge`.
     """
 
     def __init__(
@@ -210,8 +216,11 @@ class AuditLog:
         retention: float = RETENTION,
         on_failure_notification: Callable[[FailureNotification], object] | None = None,
         error_window: float = DAY,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.retention = retention
+        self.clock = clock
+        self._latest = float("-inf")
         self.error_window = error_window
         self.on_failure_notification = on_failure_notification
         self.notifications: list[FailureNotification] = []
@@ -230,6 +239,10 @@ class AuditLog:
             The notification if this attempt tripped the rule (the callback has
             already been called with it), else ``None``.
         """
+        self._latest = max(self._latest, entry.attempted_at)
+        self._prune()
+        if entry.attempted_at < self._now() - self.retention:
+            return None  # already past retention: never listed
         log = self._log(entry.endpoint_id)
         index = bisect.bisect_right(log.times, entry.attempted_at)
         log.times.insert(index, entry.attempted_at)
@@ -247,6 +260,14 @@ class AuditLog:
         """Add a dead event to its endpoint's report; the endpoint shows ``ERROR``."""
         self._log(dead.endpoint_id).dead.append(dead)
 
+    def _now(self) -> float:
+        return self._latest if self.clock is None else max(self.clock(), self._latest)
+
+    def _prune(self) -> None:
+        now = self._now()
+        if now != float("-inf"):
+            self.purge(now)
+
     def purge(self, now: float) -> int:
         """Drop attempts older than the retention at ``now``; return how many."""
         dropped = 0
@@ -255,7 +276,8 @@ class AuditLog:
             if cut:
                 del log.times[:cut], log.entries[:cut]
                 dropped += cut
-            log.dead = [d for d in log.dead if d.died_at >= now - self.retention]
+            if any(d.died_at < now - self.retention for d in log.dead[:1]):
+                log.dead = [d for d in log.dead if d.died_at >= now - self.retention]
         return dropped
 
     def entries(
@@ -272,13 +294,14 @@ class AuditLog:
             result: Keep only this result class (``"success"``,
                 ``"temporary_failure"``, ``"permanent_failure"``).
             now: When given, attempts older than the retention at ``now`` are purged
-                first.
+                first (the log's clock, when it has one, prunes anyway).
 
         Raises:
             ValueError: ``result`` is not a result class.
         """
         if now is not None:
             self.purge(now)
+        self._prune()
         wanted = None if result is None else Result(result)
         log = self._endpoints.get(endpoint_id)
         if log is None:
@@ -287,11 +310,13 @@ class AuditLog:
 
     def __iter__(self) -> Iterator[AuditEntry]:
         """Every entry of every endpoint, oldest first within each endpoint."""
+        self._prune()
         for log in self._endpoints.values():
             yield from log.entries
 
     def dead_events(self, endpoint_id: str) -> list[DeadEvent]:
         """The endpoint's dead-event report, most recent death first."""
+        self._prune()
         log = self._endpoints.get(endpoint_id)
         return [] if log is None else sorted(log.dead, key=lambda d: -d.died_at)
 

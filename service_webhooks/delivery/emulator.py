@@ -19,6 +19,12 @@ The state machine, per delivery (one event to one endpoint)::
 * Every attempt goes to the :class:`~.audit.AuditLog`; a death marks the endpoint
   ``ERROR`` and calls ``on_dead``.
 
+On a virtual clock (:class:`~.clock.VirtualClock`, ``--fast``) time jumps only when
+nothing is in flight, and an attempt that timed out counts as in flight until the
+receiver has answered it (:meth:`~.sender.Sender.settle`): otherwise the whole retry
+life would run in the real seconds a slow handler takes, every retry meeting the first
+attempt still in progress.
+
 Time comes from an injectable :class:`~.clock.Clock`; the ``t`` that is signed comes
 from ``signing_clock`` (default :func:`time.time`), so a receiver with a real clock
 accepts deliveries even when the queue runs on a virtual one.
@@ -135,6 +141,7 @@ def sample_event_for(endpoint: Endpoint) -> OutboundEvent:
         name,
         data,
         organization_id=endpoint.organization_id,
+        version=endpoint.payload_version,
         subcategory=endpoint.subcategory,
     )
 
@@ -149,7 +156,8 @@ class Emulator:
         policy: Backoff and dead-after rules (default: the spec's).
         rate_limiter: ``None`` disables throttling; default 1000/min
             (:class:`~.ratelimit.RateLimiter`).
-        audit: Where attempts go (default: a new :class:`~.audit.AuditLog`).
+        audit: Where attempts go (default: a new :class:`~.audit.AuditLog`); a log
+            without a clock gets this emulator's, so its 30-day retention applies.
         on_failure_notification: Callback for the failure rule; used when ``audit``
             is not given.
         on_dead: Called with each :class:`~.audit.DeadEvent`.
@@ -192,7 +200,11 @@ class Emulator:
         self.clock: Clock = clock or SystemClock()
         self.policy = policy or RetryPolicy()
         self.rate_limiter = (rate_limiter or RateLimiter()) if throttle else None
-        self.audit = audit or AuditLog(on_failure_notification=on_failure_notification)
+        self.audit = audit or AuditLog(
+            on_failure_notification=on_failure_notification, clock=self.clock.now
+        )
+        if self.audit.clock is None:
+            self.audit.clock = self.clock.now  # retention runs on the emulator's clock
         self.on_dead = on_dead
         self.on_attempt = on_attempt
         self.duplicates = duplicates
@@ -201,6 +213,9 @@ class Emulator:
         self.concurrency = concurrency
         self.signing_clock = signing_clock
         self.rng = random.Random(seed)
+        # Clock time that stands still during I/O (a virtual clock) must not jump ahead
+        # while a timed-out attempt is still being handled by the receiver.
+        self._virtual = self.clock.timeout_for(0.0) is None
         self.endpoints: dict[str, Endpoint] = {}
         self.deliveries: list[Delivery] = []
         self._heap: list[tuple[float, int, Delivery]] = []
@@ -314,6 +329,9 @@ class Emulator:
                         in_flight.discard(task)
                         task.result()  # re-raise a bug in the emulator itself
                 elif next_due is not None:
+                    if self._virtual:
+                        # Never jump past an attempt the receiver is still handling.
+                        await self.sender.settle()
                     await self.clock.sleep(next_due - self.clock.now())
         finally:
             for task in in_flight:
@@ -330,6 +348,7 @@ class Emulator:
             secret=endpoint.secret,
             organization_id=delivery.event.organization_id,
             timestamp=int(self.signing_clock()),
+            linger=self._virtual,
         )
 
     def _entry(

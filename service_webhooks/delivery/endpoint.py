@@ -10,8 +10,12 @@ The rules:
   non-empty value without spaces).
 * An event's body is the envelope ``{"eventName", "version", "data"}`` (spec §2.7),
   encoded once, at most 1 MiB; every attempt sends these exact bytes.
-* An event reaches an endpoint of the same organization that subscribes to its name;
-  an event that carries a ``subcategory`` reaches only endpoints with that subcategory.
+* An endpoint is configured for one payload version (spec §9; default 1): an event
+  reaches it only when the event's ``version`` is that version. A version 2 event is
+  not sent to an endpoint still configured for version 1.
+* An event reaches an endpoint of the same organization that subscribes to its name and
+  is configured for its payload version; an event that carries a ``subcategory``
+  reaches only endpoints with that subcategory.
 """
 
 from __future__ import annotations
@@ -120,11 +124,14 @@ class Endpoint:
         events: The event types (``eventName`` values) that trigger deliveries here.
         subcategory: Required when ``events`` holds ``segment.trend.alert``.
         organization_id: The account that owns the endpoint.
+        payload_version: The envelope ``version`` this endpoint is configured for
+            (spec §9); only events of that version are sent to it. Default 1.
         id: Identifier used by the audit log; generated when omitted.
 
     Raises:
         ConfigurationError: Another scheme, no host, credentials in the URL, no event
-            type, or a missing/blank subcategory for ``segment.trend.alert``.
+            type, a missing/blank subcategory for ``segment.trend.alert``, or a
+            ``payload_version`` that is not an int >= 1.
     """
 
     url: str
@@ -132,6 +139,7 @@ class Endpoint:
     events: frozenset[str]
     subcategory: str | None = None
     organization_id: str = DEFAULT_ORGANIZATION
+    payload_version: int = 1
     id: str = field(default_factory=lambda: _new_id("ep"))
 
     def __init__(
@@ -142,6 +150,7 @@ class Endpoint:
         *,
         subcategory: str | None = None,
         organization_id: str = DEFAULT_ORGANIZATION,
+        payload_version: int = 1,
         id: str | None = None,
     ) -> None:
         _check_url(url)
@@ -157,17 +166,27 @@ class Endpoint:
             )
         if not organization_id or "," in organization_id:
             raise ConfigurationError("organization_id must be non-empty, without ','")
+        if (
+            isinstance(payload_version, bool)
+            or not isinstance(payload_version, int)
+            or payload_version < 1
+        ):
+            raise ConfigurationError("payload_version must be an int >= 1 (spec §9)")
         set_ = object.__setattr__
         set_(self, "url", url)
         set_(self, "secret", secret if isinstance(secret, Secret) else Secret(secret))
         set_(self, "events", names)
         set_(self, "subcategory", subcategory)
         set_(self, "organization_id", organization_id)
+        set_(self, "payload_version", payload_version)
         set_(self, "id", id or _new_id("ep"))
 
     def receives(self, event: OutboundEvent) -> bool:
-        """Whether ``event`` is delivered to this endpoint (organization, name, subcategory)."""
+        """Whether ``event`` is delivered to this endpoint (organization, name, payload
+        version, subcategory)."""
         if event.organization_id != self.organization_id or event.name not in self.events:
+            return False
+        if event.version != self.payload_version:
             return False
         return event.subcategory is None or event.subcategory == self.subcategory
 

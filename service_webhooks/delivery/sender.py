@@ -7,7 +7,10 @@ The rules:
   :func:`service_webhooks._signing.sign` at send time (a new ``t`` every attempt).
 * One overall deadline per attempt (10 s): resolving, connecting, sending, waiting and
   reading the response together, not per phase. At the deadline the connection is
-  closed and the attempt is a temporary failure.
+  closed and the attempt is a temporary failure. (With ``linger=True``, used by the
+  emulator on a virtual clock, the attempt is reported as timed out at the deadline but
+  the request stays open until the receiver answers, so :meth:`Sender.settle` can tell
+  when the receiver is done with it.)
 * Only the status counts. At most ``snippet_size`` bytes of the response body are read
   for the audit log; the rest is discarded with the connection.
 * Redirects are never followed; proxies from the environment are never used.
@@ -142,6 +145,8 @@ class Sender:
             :class:`ssl.SSLContext`. The service refuses untrusted certificates.
         snippet_size: Most response-body bytes kept for the audit log.
         max_connections: Size of the connection pool.
+        linger_limit: Real seconds a lingering attempt (``send(linger=True)``) may
+            stay open before it is closed (default 60).
 
     Raises:
         ConfigurationError: ``deadline`` is not positive.
@@ -157,6 +162,7 @@ class Sender:
         verify: ssl.SSLContext | bool = True,
         snippet_size: int = 1024,
         max_connections: int = 100,
+        linger_limit: float = 60.0,
     ) -> None:
         from .._exceptions import ConfigurationError
 
@@ -165,6 +171,8 @@ class Sender:
         self.deadline = float(deadline)
         self.allow_private_destinations = allow_private_destinations
         self.snippet_size = snippet_size
+        self.linger_limit = max(float(linger_limit), self.deadline)
+        self._lingering: set[asyncio.Future[tuple[int, str]]] = set()
         self._resolver: Resolver = resolver or SystemResolver()
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=32)
         self._client = httpx.AsyncClient(
@@ -188,7 +196,11 @@ class Sender:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close lingering attempts and the connection pool."""
+        for task in list(self._lingering):
+            task.cancel()
+        if self._lingering:
+            await asyncio.gather(*list(self._lingering), return_exceptions=True)
         await self._client.aclose()
 
     async def send(
@@ -199,6 +211,7 @@ class Sender:
         secret: Secret | str | bytes,
         organization_id: str,
         timestamp: int | None = None,
+        linger: bool = False,
     ) -> AttemptResult:
         """Make one attempt: resolve, check, sign, POST, classify. Never raises for
         anything the receiver or the network does.
@@ -209,6 +222,11 @@ class Sender:
             secret: The endpoint's signing secret.
             organization_id: The ``o`` of the signature.
             timestamp: The ``t`` to sign, Unix seconds (default: now, per attempt).
+            linger: At the deadline, report the timeout but keep the request open
+                (up to :attr:`linger_limit` real seconds) instead of closing it, so
+                :meth:`settle` can wait until the receiver is done with it. The
+                emulator does this on a virtual clock, where the next attempt would
+                otherwise start while the receiver still handles this one.
 
         Returns:
             The :class:`AttemptResult`.
@@ -220,19 +238,25 @@ class Sender:
             SIGNATURE_HEADER: sign(body, secret, organization_id, timestamp=t),
             "User-Agent": USER_AGENT,
         }
-        address: str | None = None
+        where: list[str] = []  # the address tried last, for the audit log
+        exchange = asyncio.ensure_future(self._exchange(url, body, headers, where, linger))
         try:
-            async with asyncio.timeout(self.deadline):
-                addresses = await self._destinations(url)
-                if not addresses:  # a custom resolver may answer nothing
-                    raise _Failed(Failure.UNRESOLVABLE, "the host resolved to no address")
-                for index, address in enumerate(addresses):
-                    try:
-                        status, snippet = await self._post(url, address, body, headers)
-                        break
-                    except httpx.ConnectError:
-                        if index == len(addresses) - 1:
-                            raise
+            done, _ = await asyncio.wait({exchange}, timeout=self.deadline)
+        except asyncio.CancelledError:
+            exchange.cancel()
+            raise
+        address = where[-1] if where else None
+        if not done:
+            if linger:
+                self._lingering.add(exchange)
+                exchange.add_done_callback(self._forget)
+            else:
+                exchange.cancel()
+                await asyncio.gather(exchange, return_exceptions=True)
+            timeout = _Failed(Failure.TIMEOUT, f"no response within {self.deadline:g} s")
+            return self._failed(timeout, started, t, address)
+        try:
+            status, snippet = exchange.result()
         except _Failed as failed:
             return self._failed(failed, started, t, address)
         except TimeoutError:
@@ -252,6 +276,39 @@ class Sender:
             timestamp=t,
             address=address,
         )
+
+    async def _exchange(
+        self, url: str, body: bytes, headers: dict[str, str], where: list[str], linger: bool
+    ) -> tuple[int, str]:
+        """Resolve, check and POST; the caller enforces the deadline."""
+        addresses = await self._destinations(url)
+        if not addresses:  # a custom resolver may answer nothing
+            raise _Failed(Failure.UNRESOLVABLE, "the host resolved to no address")
+        for index, address in enumerate(addresses):
+            where.append(address)
+            try:
+                return await self._post(url, address, body, headers, linger)
+            except httpx.ConnectError:
+                if index == len(addresses) - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _forget(self, task: asyncio.Future[tuple[int, str]]) -> None:
+        self._lingering.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a late failure is of no interest
+
+    async def settle(self) -> int:
+        """Wait until no timed-out attempt is still open on the receiver's side.
+
+        Only attempts sent with ``linger=True`` stay open after their deadline; each
+        is waited for at most :attr:`linger_limit` real seconds from its start, then
+        closed. Returns how many were still open when called.
+        """
+        open_now = len(self._lingering)
+        if self._lingering:
+            await asyncio.gather(*list(self._lingering), return_exceptions=True)
+        return open_now
 
     def _failed(
         self, failed: _Failed, started: float, t: int, address: str | None
@@ -283,7 +340,7 @@ class Sender:
             raise _Failed(Failure.RESERVED_ADDRESS, f"not sent: {error}") from None
 
     async def _post(
-        self, url: str, address: str, body: bytes, headers: dict[str, str]
+        self, url: str, address: str, body: bytes, headers: dict[str, str], linger: bool
     ) -> tuple[int, str]:
         original = httpx.URL(url)
         pinned = original.copy_with(host=address)
@@ -295,6 +352,7 @@ class Sender:
             content=body,
             headers={**headers, "Host": host_header},
             extensions=extensions,
+            timeout=httpx.Timeout(self.linger_limit) if linger else httpx.USE_CLIENT_DEFAULT,
         )
         response = await self._client.send(request, stream=True)
         try:

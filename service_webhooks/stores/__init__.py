@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ._base import MIN_RETENTION, ClaimState, IdempotencyStore, SyncStore
 from ._memory import MemoryStore
 from ._sqlite import SQLiteStore
-from ._url import store_from_env, store_from_url
+from ._url import redact_url, store_from_env, store_from_url
 
 if TYPE_CHECKING:
     from ._postgres import PostgresStore
@@ -36,6 +36,7 @@ __all__ = [
     "RedisStore",
     "SQLiteStore",
     "SyncStore",
+    "redact_url",
     "store_from_env",
     "store_from_url",
 ]
@@ -51,3 +52,7 @@ def __getattr__(name: str) -> Any:
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -26,10 +26,13 @@ from ._base import IdempotencyStore
 from ._memory import MemoryStore
 from ._sqlite import SQLiteStore
 
-__all__ = ["ENV_VAR", "store_from_env", "store_from_url"]
+__all__ = ["ENV_VAR", "redact_url", "store_from_env", "store_from_url"]
 
 ENV_VAR = "SERVICE_WEBHOOKS_STORE"
 """The environment variable :func:`store_from_env` reads."""
+
+_REDACTED = "***"
+_SECRET_PARAMETERS = frozenset({"password", "passwd", "pwd", "secret", "token", "sslpassword"})
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -78,6 +81,42 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
         f"unknown store URL scheme {scheme[:20]!r}: use memory, sqlite:PATH, "
         "redis://… or postgresql://…"
     )
+
+
+def redact_url(url: str) -> str:
+    """``url`` safe to print or log: the userinfo password becomes ``***``.
+
+    ``redis://:s3cret@host:6379/0`` -> ``redis://:***@host:6379/0``;
+    ``postgresql://app:s3cret@db/app`` -> ``postgresql://app:***@db/app``. Query
+    parameters that carry a secret (``password``, ``token``, ...) are masked too. A
+    string that is not a URL with a network location (``memory``, ``sqlite:PATH``) is
+    returned unchanged. Never raises: a URL too broken to parse is reduced to its
+    scheme.
+    """
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url.partition("://")[0] + "://" + _REDACTED
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:{_REDACTED}@{hostinfo}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(name.lower() in _SECRET_PARAMETERS for name, _ in pairs):
+            query = urlencode(
+                [
+                    (name, _REDACTED if name.lower() in _SECRET_PARAMETERS else value)
+                    for name, value in pairs
+                ],
+                safe="*",
+            )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def store_from_env(default: str = "sqlite:service_webhooks.sqlite3") -> IdempotencyStore:

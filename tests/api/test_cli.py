@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -76,10 +84,31 @@ def test_privacy_history_limit_is_checked_before_any_request(fake: FakeAPI) -> N
     assert fake.requests == []
 
 
-def test_invalid_state_is_a_usage_error(fake: FakeAPI) -> None:
-    result = run(fake, "operations", "--state", "DONE")
-    assert result.exit_code == 2
-    assert fake.requests == []
+def test_a_state_added_later_is_passed_on(fake: FakeAPI) -> None:
+    """Spec §9: enums are open; the CLI does not refuse a state it does not know."""
+    result = run(fake, "operations", "--state", "PAUSED", "--json")
+    assert result.exit_code == 0, result.output
+    assert [row["id"] for row in lines(result)] == ["op-future-state"]
+    assert dict(fake.requests[0].params) == {"state": "PAUSED"}
+
+
+def test_state_and_type_help_and_completion_list_the_known_values() -> None:
+    command = main.commands["api"].commands["operations"]  # type: ignore[attr-defined]
+    ctx = click.Context(command)
+    state = next(p for p in command.params if p.name == "state")
+    assert [item.value for item in state.shell_complete(ctx, "")] == [
+        "PENDING",
+        "COMPLETED",
+        "FAILED",
+    ]
+    type_ = next(p for p in command.params if p.name == "type_")
+    assert [item.value for item in type_.shell_complete(ctx, "delete_s")] == [
+        "DELETE_SESSION",
+        "DELETE_SEGMENT_SESSIONS",
+        "DELETE_SEGMENT_USERS",
+    ]
+    help_text = " ".join(CliRunner().invoke(main, ["api", "operations", "--help"]).output.split())
+    assert "PENDING, COMPLETED, FAILED" in help_text
 
 
 def test_cancel(fake: FakeAPI) -> None:
@@ -128,3 +157,36 @@ def test_cli_over_real_http(fake: FakeAPI) -> None:
         )
     assert result.exit_code == 0, result.output
     assert len(lines(result)) == 62
+
+
+@pytest.mark.e2e
+def test_serve_fake_and_piped_tables_are_plain_lines(tmp_path: Path) -> None:
+    """`api serve-fake` runs the fake over HTTP; piped, a table is one line per row."""
+    command = str(Path(sys.executable).with_name("service-webhooks"))
+    stderr = tmp_path / "stderr"
+    with stderr.open("wb") as err:
+        server = subprocess.Popen(
+            [command, "api", "serve-fake", "--port", "0", "--api-key", "k-1"], stderr=err
+        )
+    try:
+        deadline = time.monotonic() + 15
+        while not (match := re.search(r"serving on (http://\S+)", stderr.read_text())):
+            assert server.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, "serve-fake did not start"
+            time.sleep(0.05)
+        env = {**os.environ, "SERVICE_API_KEY": "k-1", "SERVICE_API_BASE_URL": match.group(1)}
+        result = subprocess.run(
+            [command, "api", "operations", "--state", "FAILED"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(10)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split("\t") == [
+        "id", "type", "state", "created (UTC)", "finished (UTC)", "%", "error",
+    ]  # fmt: skip
+    assert len(rows) == 20
+    assert all(row.split("\t")[2] == "FAILED" for row in rows)
+    assert all(row.endswith("\tquota exceeded") for row in rows)

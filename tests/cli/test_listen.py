@@ -78,7 +78,20 @@ def listener(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Listener]:
 
 def send_cli(url: str, secret: str, data: str, event: str = "note.created") -> tuple[int, str]:
     done = subprocess.run(
-        [COMMAND, "send", url, "--secret", secret, "--org", ORG, "--event", event, "--data", data],
+        [
+            COMMAND,
+            "send",
+            "--allow-private-destinations",
+            url,
+            "--secret",
+            secret,
+            "--org",
+            ORG,
+            "--event",
+            event,
+            "--data",
+            data,
+        ],
         capture_output=True,
         text=True,
         timeout=30,
@@ -189,3 +202,20 @@ def test_bad_store_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["listen", "--secret", "s", "--store", "ftp://x"])
     assert result.exit_code == 2
     assert "unknown store URL scheme 'ftp'" in result.output
+
+
+def test_listen_never_prints_the_store_password(tmp_path: Path) -> None:
+    listener = start(
+        tmp_path,
+        "--secret",
+        NEW,
+        "--store",
+        "redis://:PASSWORD-do-not-print@127.0.0.1:6379/0?prefix=t",
+    )
+    try:
+        stderr = listener.stderr.read_text()
+    finally:
+        stop(listener)
+    stderr += listener.stderr.read_text()
+    assert "PASSWORD-do-not-print" not in stderr
+    assert "store: redis://:***@127.0.0.1:6379/0?prefix=t" in stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -72,7 +74,9 @@ def server() -> Iterator[tuple[str, Recorder]]:
 
 
 def run_send(*args: str) -> Any:
-    return CliRunner().invoke(main, ["send", *args], catch_exceptions=False)
+    return CliRunner().invoke(
+        main, ["send", "--allow-private-destinations", *args], catch_exceptions=False
+    )
 
 
 @pytest.mark.parametrize(
@@ -150,7 +154,20 @@ def test_invalid_data_is_a_usage_error(server: tuple[str, Recorder]) -> None:
     url, recorder = server
     before = len(recorder.requests)
     result = CliRunner().invoke(
-        main, ["send", url, "--secret", SECRET, "--org", ORG, "--event", "e", "--data", "{oops"]
+        main,
+        [
+            "send",
+            "--allow-private-destinations",
+            url,
+            "--secret",
+            SECRET,
+            "--org",
+            ORG,
+            "--event",
+            "e",
+            "--data",
+            "{oops",
+        ],
     )
     assert result.exit_code == 2
     assert "Invalid value for --data: not valid JSON" in result.output
@@ -167,7 +184,17 @@ def test_invalid_data_is_a_usage_error(server: tuple[str, Recorder]) -> None:
 )
 def test_body_options_are_exclusive(args: list[str], message: str) -> None:
     result = CliRunner().invoke(
-        main, ["send", "http://127.0.0.1:9/", "--secret", SECRET, "--org", ORG, *args]
+        main,
+        [
+            "send",
+            "--allow-private-destinations",
+            "http://127.0.0.1:9/",
+            "--secret",
+            SECRET,
+            "--org",
+            ORG,
+            *args,
+        ],
     )
     assert result.exit_code == 2
     assert message in result.output
@@ -212,8 +239,42 @@ def test_deadline_is_a_temporary_failure(
 def test_secret_from_environment(server: tuple[str, Recorder]) -> None:
     url, recorder = server
     result = CliRunner(env={"SERVICE_WEBHOOKS_SECRET": "from-env"}).invoke(
-        main, ["send", f"{url}/status/200", "--org", ORG, "--event", "e", "--data", "{}"]
+        main,
+        [
+            "send",
+            "--allow-private-destinations",
+            f"{url}/status/200",
+            "--org",
+            ORG,
+            "--event",
+            "e",
+            "--data",
+            "{}",
+        ],
     )
     assert result.exit_code == 0, result.output
     request = recorder.requests[-1]
     verify(request["body"], request["headers"]["service-signature"], [Secret("from-env")])
+
+
+SCRIPT = str(Path(sys.executable).with_name("service-webhooks"))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_send_refuses_loopback_without_the_flag(server: tuple[str, Recorder], host: str) -> None:
+    url, recorder = server
+    before = len(recorder.requests)
+    target = url.replace("127.0.0.1", host) + "/status/200"
+    result = subprocess.run(
+        [SCRIPT, "send", target, "--secret", SECRET, "--org", ORG, "--event", "e", "--data", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "not sent" in result.stdout
+    assert "loopback" in result.stdout
+    assert "permanent failure" in result.stdout
+    assert "--allow-private-destinations" in result.stderr
+    assert len(recorder.requests) == before

@@ -1,0 +1,49 @@
+"""How the commands print: rich on a terminal, plain lines when piped.
+
+On a terminal a table is drawn with rich. When stdout is not a terminal (a pipe, a
+file, ``watch``, CI logs) rich would draw it 80 columns wide and wrap every long cell,
+so tables become plain tab-separated lines instead (a header line, then one line per
+row) and no line is ever wrapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Column, Table
+
+__all__ = ["console", "print_table"]
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console that never wraps a line it prints (markup is dropped when piped)."""
+    return Console(highlight=False, soft_wrap=True, stderr=stderr)
+
+
+def print_table(
+    out: Console,
+    columns: Sequence[Column | str],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+) -> None:
+    """Print ``rows`` under ``columns``: a rich table on a terminal, else TSV lines.
+
+    Args:
+        out: Where to print.
+        columns: Column headers (a rich :class:`~rich.table.Column` keeps its options
+            on a terminal).
+        rows: One sequence of cell texts per row, as many cells as columns.
+        title: Shown above the table on a terminal only.
+    """
+    if out.is_terminal:
+        table = Table(*columns, title=title)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+        return
+    headers = [column.header if isinstance(column, Column) else column for column in columns]
+    for line in (headers, *rows):
+        out.file.write("\t".join(str(cell).replace("\t", " ") for cell in line) + "\n")
+    out.file.flush()
