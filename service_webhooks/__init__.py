@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         default_idempotency_key,
     )
     from ._outcome import (
+        DeliveryRecord,
         Outcome,
     )
     from ._receiver import (
@@ -74,6 +75,11 @@ if TYPE_CHECKING:
         Headers,
         UnitOfWork,
         WebhookReceiver,
+    )
+    from ._reporting import (
+        LOG_FIELDS,
+        DeliveryTracer,
+        OutcomeObserver,
     )
     from ._signing import (
         DEFAULT_TOLERANCE,
@@ -116,6 +122,10 @@ _EXPORTS: dict[str, str] = {
     "MethodNotAllowedError": "._exceptions",
     "NoteCreated": "._events",
     "Outcome": "._outcome",
+    "DeliveryRecord": "._outcome",
+    "LOG_FIELDS": "._reporting",
+    "DeliveryTracer": "._reporting",
+    "OutcomeObserver": "._reporting",
     "PayloadTooLargeError": "._exceptions",
     "RetryLater": "._exceptions",
     "SecretsUnavailableError": "._exceptions",
@@ -152,12 +162,15 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "DEFAULT_TOLERANCE",
     "EVENT_MODELS",
+    "LOG_FIELDS",
     "MAX_BODY_SIZE",
     "SIGNATURE_HEADER",
     "AsyncBodyReader",
     "BodyReader",
     "ClaimState",
     "ConfigurationError",
+    "DeliveryRecord",
+    "DeliveryTracer",
     "Duration",
     "Envelope",
     "EnvelopeError",
@@ -170,6 +183,7 @@ __all__ = [
     "MethodNotAllowedError",
     "NoteCreated",
     "Outcome",
+    "OutcomeObserver",
     "PayloadTooLargeError",
     "RetryLater",
     "Router",
