@@ -1,13 +1,16 @@
 """Flask adapter: a blueprint bound to a receiver, and the ``init_app`` extension.
 
-Thin by design (STYLE.md habit 2): the view reads the method, the ``Service-Signature``
-header and at most ``limit + 1`` raw bytes from the WSGI input stream itself (never
-``request.data`` or ``request.form``: form parsing would empty them), calls the core
-and writes its :class:`~service_webhooks._outcome.Outcome` as the response. ``limit`` is
-the receiver's ``max_body_size`` (1 MiB, spec §6.1), or Flask's ``MAX_CONTENT_LENGTH``
-when that is smaller. Chunked bodies work under a server that terminates the input
-stream (gunicorn sets ``wsgi.input_terminated``). Handlers run inside the view, so
-inside the app context: ``current_app`` and ``g`` are usable.
+Read, call, write: the view hands the method, the headers and the WSGI input stream
+(never ``request.data`` or ``request.form``: form parsing would empty them) to
+:meth:`~service_webhooks.WebhookReceiver.handle`, which reads at most ``limit + 1``
+bytes and decides the answer, and writes its :class:`~service_webhooks.Outcome`.
+``limit`` is the receiver's ``max_body_size`` (1 MiB, spec §6.1), or Flask's
+``MAX_CONTENT_LENGTH`` when that is smaller. The rule answers every HTTP method (the
+core says 405) and both ``/webhooks`` and ``/webhooks/`` (the service follows no
+redirect, spec §7); nothing runs on requests to other URLs. Chunked bodies work under
+a server that terminates the input stream (gunicorn sets ``wsgi.input_terminated``).
+Handlers run inside the view, so inside the app context: ``current_app`` and ``g``
+are usable.
 
 Explicit receiver::
 
@@ -34,15 +37,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import Rule
 from werkzeug.wsgi import get_input_stream
 
-from service_webhooks._dispatch import Router
-from service_webhooks._exceptions import ConfigurationError
-from service_webhooks._outcome import Outcome
-from service_webhooks._receiver import WebhookReceiver
-
-from ._stream import read_capped
+from service_webhooks import ConfigurationError, Outcome, Router, WebhookReceiver
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
@@ -63,8 +62,6 @@ CONFIG_KEYS: Mapping[str, str] = {
 ``SERVICE_WEBHOOKS_SECRETS`` is required; ``SERVICE_WEBHOOKS_URL`` (default
 ``"/webhooks"``) is the rule the blueprint answers on."""
 
-_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-
 
 def webhook_blueprint(
     receiver: WebhookReceiver, *, url: str = "/webhooks", name: str = "service_webhooks"
@@ -72,7 +69,7 @@ def webhook_blueprint(
     """A blueprint answering deliveries on ``url`` with ``receiver``.
 
     Every method reaches the view so the core answers 405 itself (spec §6.1: POST);
-    ``url`` has no trailing-slash redirect (a 3xx is always a bug, spec §7).
+    ``url`` and ``url + "/"`` are both answered, never redirected (spec §7).
 
     Args:
         receiver: The configured receiver.
@@ -144,45 +141,28 @@ def _blueprint(get_receiver: Callable[[], WebhookReceiver], url: str, name: str)
     if not url.startswith("/"):
         raise ValueError("url must start with '/'")
     blueprint = Blueprint(name, __name__)
+    bare = url.rstrip("/")
 
     def deliver() -> Response:
-        return _respond(_handle(get_receiver()))
+        receiver = get_receiver()
+        limit = request.max_content_length  # Flask's own cap, when smaller: honour it
+        stream = get_input_stream(request.environ)
+        outcome = receiver.handle(
+            request.method, request.headers.items(), stream.read, max_body_size=limit
+        )
+        return _respond(outcome)
 
-    blueprint.add_url_rule(
-        url, "deliver", deliver, methods=_METHODS, provide_automatic_options=False
-    )
+    def register(state: BlueprintSetupState) -> None:
+        # werkzeug Rules with methods=None match every method (Flask's add_url_rule
+        # would default to GET); one per spelling, so neither redirects to the other
+        prefix = (state.url_prefix or "").rstrip("/")
+        endpoint = f"{state.name_prefix}.{state.name}.deliver".lstrip(".")
+        for path in (prefix + bare or "/", prefix + bare + "/"):
+            state.app.url_map.add(Rule(path, endpoint=endpoint, methods=None))
+        state.app.view_functions[endpoint] = deliver
 
-    @blueprint.before_app_request
-    def other_methods() -> Response | None:
-        """A method outside the rule's list (PROPFIND, TRACE, ...) on this URL: the core's
-        405, not Werkzeug's HTML page; every other request passes untouched."""
-        if not isinstance(request.routing_exception, MethodNotAllowed):
-            return None
-        try:
-            endpoint, _ = current_app.url_map.bind_to_environ(request.environ).match(method="POST")
-        except HTTPException:
-            return None
-        if current_app.view_functions.get(endpoint) is not deliver:
-            return None
-        outcome = get_receiver().precheck(request.method)
-        return None if outcome is None else _respond(outcome)
-
+    blueprint.record(register)
     return blueprint
-
-
-def _handle(receiver: WebhookReceiver) -> Outcome:
-    limit = receiver.max_body_size
-    if request.max_content_length is not None:
-        limit = min(limit, request.max_content_length)  # Flask's own cap is smaller: honour it
-    outcome = receiver.precheck(request.method, request.content_length, max_body_size=limit)
-    if outcome is not None:
-        return outcome
-    body = read_capped(get_input_stream(request.environ), limit + 1)
-    outcome = receiver.precheck(request.method, len(body), max_body_size=limit)
-    if outcome is not None:  # a body without Content-Length ran over the cap
-        return outcome
-    signature = ",".join(request.headers.getlist(receiver.signature_header)) or None
-    return receiver.process(body, signature, method=request.method)
 
 
 def _respond(outcome: Outcome) -> Response:

@@ -119,8 +119,6 @@ AsyncBodyReader: TypeAlias = Callable[[int], Awaitable[bytes | None]]
 """``await read(size) -> bytes | None``: the next chunk of the body (it may be larger
 than ``size``), ``b""`` at its end, ``None`` when the client disconnected."""
 
-_SIGNATURE_NAME = SIGNATURE_HEADER.lower()
-_SIGNATURE_NAME_BYTES = _SIGNATURE_NAME.encode("ascii")
 _REPEATED = "\x00repeated"  # stands for "more than one Service-Signature line"
 _LONGEST_KEY = 200  # characters a store accepts as a key
 
@@ -699,23 +697,25 @@ def _request_line_error(method: str, size: int | None, limit: int) -> WebhookErr
 
 def _scan_headers(headers: Headers) -> tuple[str | bytes | None, int | None]:
     """The ``Service-Signature`` value (:data:`_REPEATED` for two lines or more) and the
-    declared ``Content-Length`` (``None`` when absent or not a number), in one pass."""
+    declared ``Content-Length``, in one pass. The length is ``None`` when absent, not a
+    number, or overridden by a ``Transfer-Encoding`` (RFC 9112 §6.3)."""
     signature: str | bytes | None = None
     length: int | None = None
+    chunked = False
     for name, value in headers:
-        if isinstance(name, bytes):
-            lowered: str | bytes = name.lower()
-            is_signature = lowered == _SIGNATURE_NAME_BYTES
-            is_length = lowered == b"content-length"
-        else:
-            lowered = name.lower()
-            is_signature = lowered == _SIGNATURE_NAME
-            is_length = lowered == "content-length"
-        if is_signature:
+        lowered = name.lower()
+        if lowered in _SIGNATURE_NAMES:
             signature = value if signature is None else _REPEATED
-        elif is_length and value.isdigit():
-            length = int(value)
-    return signature, length
+        elif lowered in _LENGTH_NAMES:
+            length = int(value) if value.isdigit() else None
+        elif lowered in _TRANSFER_ENCODING_NAMES:
+            chunked = True
+    return signature, None if chunked else length
+
+
+_SIGNATURE_NAMES = frozenset((SIGNATURE_HEADER.lower(), SIGNATURE_HEADER.lower().encode()))
+_LENGTH_NAMES = frozenset(("content-length", b"content-length"))
+_TRANSFER_ENCODING_NAMES = frozenset(("transfer-encoding", b"transfer-encoding"))
 
 
 class _ClaimLost(Exception):

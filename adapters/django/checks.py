@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core import checks
 
-from service_webhooks._credentials import Secret
+from service_webhooks import Secret
 
 from .conf import SETTING, build_receiver, get_config
 from .conf import receiver as project_receiver

@@ -27,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import SimpleLazyObject
 from django.utils.module_loading import import_string
 
-from service_webhooks._receiver import WebhookReceiver
+from service_webhooks import WebhookReceiver
 
 __all__ = ["SETTING", "build_receiver", "get_config", "receiver"]
 
@@ -55,7 +55,7 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
 
     Raises:
         ImproperlyConfigured: No ``SECRETS``, or a ``STORE`` backend that cannot be
-            imported or (with ``TRANSACTIONAL``) is not a ``TransactionalStore``.
+            imported or (with ``TRANSACTIONAL``) is not a ``DjangoStore``.
         ConfigurationError: A value out of range (messages never show a secret).
     """
     config = get_config() if config is None else config
@@ -65,16 +65,16 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     if isinstance(options.get("idempotency_key"), str):
         options["idempotency_key"] = import_string(options["idempotency_key"])
     transactional = bool(config.get("TRANSACTIONAL"))
-    default = _STORES + ("TransactionalStore" if transactional else "DjangoStore")
+    default = _STORES + "DjangoStore"
     store = config.get("STORE", {"BACKEND": default})
     if isinstance(store, Mapping):
         store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
     if not transactional:
         return WebhookReceiver(store=store, **options)
-    from .store import TransactionalReceiver, TransactionalStore
+    from .store import DjangoStore, TransactionalReceiver
 
-    if not isinstance(store, TransactionalStore):
-        raise ImproperlyConfigured("TRANSACTIONAL needs a TransactionalStore backend")
+    if not isinstance(store, DjangoStore):
+        raise ImproperlyConfigured("TRANSACTIONAL needs a DjangoStore backend (its database)")
     return TransactionalReceiver(store=store, **options)
 
 

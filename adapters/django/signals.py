@@ -15,7 +15,7 @@ from typing import Any
 
 from django.dispatch import Signal
 
-from service_webhooks._events import Event
+from service_webhooks import Event
 
 from .conf import receiver
 

@@ -1,4 +1,5 @@
-"""Idempotency records in the project's database, through the ORM (DESIGN.md "Idempotency").
+"""Idempotency records in the project's database, through the ORM (see the architecture
+page's idempotency rule).
 
 :class:`DjangoStore` is race-safe on PostgreSQL and SQLite: a claim is an ``INSERT``
 guarded by the table's unique key (one concurrent inserter wins), else an ``UPDATE``
@@ -6,12 +7,13 @@ whose ``WHERE`` only matches an expired record (one concurrent updater wins, the
 database re-checks the condition under the row lock). Times are Unix seconds from the
 application's clock, so every process must share a clock (NTP).
 
-:class:`TransactionalStore` with :class:`TransactionalReceiver` (``"TRANSACTIONAL":
-True``): the claim commits at once, then a transaction opens on the store's database
-for the handlers; completing the record commits it together with the handlers'
-writes, releasing it (a handler raised) rolls them back. A crash in between commits
-nothing, and the retry, once the lease runs out, redoes both: exactly-once effects
-for database work done by synchronous handlers on the same database alias.
+:class:`TransactionalReceiver` (``"TRANSACTIONAL": True``): the claim commits at
+once; then the receiver's unit of work, ``transaction.atomic()`` on the store's
+database, wraps the handlers and the completion, so the handlers' writes and the
+DONE record commit together, and a handler's exception rolls both back. A crash in
+between commits nothing, and the retry, once the lease runs out, redoes both:
+exactly-once effects for database work done by synchronous handlers on the same
+database alias.
 """
 
 from __future__ import annotations
@@ -25,13 +27,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from service_webhooks._outcome import Outcome
-from service_webhooks._receiver import WebhookReceiver
-from service_webhooks.stores._base import ClaimState, SyncStore
+from service_webhooks import Outcome, WebhookReceiver
+from service_webhooks.stores import ClaimState, SyncStore
 
 from .models import DONE, IN_FLIGHT, IdempotencyRecord
 
-__all__ = ["DjangoStore", "TransactionalReceiver", "TransactionalStore"]
+__all__ = ["DjangoStore", "TransactionalReceiver"]
 
 
 class DjangoStore(SyncStore):
@@ -104,55 +105,26 @@ class DjangoStore(SyncStore):
         return await sync_to_async(self.release)(key, token)
 
 
-class TransactionalStore(DjangoStore):
-    """A :class:`DjangoStore` holding a transaction open from claim to complete/release.
+class TransactionalReceiver(WebhookReceiver):
+    """A receiver whose handlers and completed key commit in one ``transaction.atomic``.
 
-    Use it only through :class:`TransactionalReceiver`, which runs the claim, the
-    handlers and the completion in one thread (one database connection).
+    Its unit of work is ``transaction.atomic(using=store.using)`` around "run the
+    handlers + record the key as done": both commit together, or a handler's
+    exception (or a failed completion) rolls both back and the claim is released, so
+    the service's retry redoes the work. ``aprocess`` runs :meth:`process` in
+    Django's thread-sensitive executor, so the claim, the handlers and the completion
+    share one thread and one connection (an ``atomic`` block is bound to both).
+
+    Args:
+        store: The :class:`DjangoStore` (its ``using`` alias is the transaction's).
+        **options: Any other :class:`~service_webhooks.WebhookReceiver` argument.
     """
 
-    def __init__(self, *, using: str = "default", clock: Callable[[], float] | None = None):
-        super().__init__(using=using, clock=clock)
-        self._open: dict[str, Any] = {}  # token -> the entered transaction.atomic
-
-    def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        state = super().claim(key, token, lease)  # committed before the handlers run
-        if state is ClaimState.NEW:
-            atomic = transaction.atomic(using=self.using)
-            atomic.__enter__()
-            self._open[token] = atomic
-        return state
-
-    def complete(self, key: str, token: str, retention: float) -> bool:
-        atomic = self._open.pop(token, None)
-        if atomic is None:
-            return super().complete(key, token, retention)
-        try:
-            done = super().complete(key, token, retention)
-            if not done:  # another worker owns the key now and redoes the work
-                raise _Rollback
-        except BaseException as error:
-            atomic.__exit__(type(error), error, error.__traceback__)
-            if isinstance(error, _Rollback):
-                return False
-            raise
-        atomic.__exit__(None, None, None)  # commit: handler writes + DONE record together
-        return True
-
-    def release(self, key: str, token: str) -> bool:
-        atomic = self._open.pop(token, None)
-        if atomic is not None:
-            atomic.__exit__(_Rollback, _Rollback(), None)  # undo the handlers' writes
-        return super().release(key, token)
-
-
-class _Rollback(Exception):
-    pass
-
-
-class TransactionalReceiver(WebhookReceiver):
-    """A receiver whose ``aprocess`` runs ``process`` in Django's thread-sensitive
-    executor, so the claim, the handlers and the record share one connection."""
+    def __init__(self, *, store: DjangoStore, **options: Any) -> None:
+        using = store.using
+        super().__init__(
+            store=store, unit_of_work=lambda event: transaction.atomic(using=using), **options
+        )
 
     async def aprocess(
         self, body: bytes, signature: str | bytes | None, *, method: str = "POST"

@@ -1,5 +1,4 @@
-"""The delivery view: reads at most ``max_body_size + 1`` raw bytes, answers the core's
-:class:`~service_webhooks._outcome.Outcome` (spec §6.1, §7).
+"""The delivery view: read, call :meth:`~service_webhooks.WebhookReceiver.handle`, write.
 
 CSRF-exempt (deliveries are authenticated by their signature) and outside
 ``ATOMIC_REQUESTS`` (a handler failure must not commit half its work). The body is
@@ -12,15 +11,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
-from service_webhooks._outcome import Outcome
-from service_webhooks._receiver import WebhookReceiver
+from service_webhooks import Outcome, WebhookReceiver
 
-from .._stream import read_capped
 from .conf import get_config
 from .conf import receiver as project_receiver
 
@@ -51,44 +48,31 @@ def webhook_view(
         )
 
     def deliver(request: HttpRequest) -> HttpResponse:
-        outcome = target.precheck(request.method or "", _length(request))
-        if outcome is None:
-            body = read_capped(_stream(request), target.max_body_size + 1)
-            outcome = target.process(body, _signature(request), method=request.method or "")
-        return _respond(outcome)
+        read = _stream(request).read
+        return _respond(target.handle(request.method or "", request.headers.items(), read))
 
     async def adeliver(request: HttpRequest) -> HttpResponse:
-        outcome = target.precheck(request.method or "", _length(request))
-        if outcome is None:
-            body = read_capped(_stream(request), target.max_body_size + 1)  # spooled by Django
-            signature = _signature(request)
-            outcome = await target.aprocess(body, signature, method=request.method or "")
-        return _respond(outcome)
+        read = _stream(request).read  # Django's ASGI handler has spooled the body already
+        outcome = await target.ahandle(request.method or "", request.headers.items(), _async(read))
+        return _respond(cast(Outcome, outcome))  # None only when a read says disconnected
 
     view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
     view.csrf_exempt = True  # what @csrf_exempt sets; async-safe on Django 4.2 too
     return view  # type: ignore[no-any-return]
 
 
-def _length(request: HttpRequest) -> int | None:
-    value = request.META.get("CONTENT_LENGTH", "")
-    return int(value) if isinstance(value, str) and value.isdigit() else None
-
-
-_SIGNATURE_META = "HTTP_" + WebhookReceiver.signature_header.upper().replace("-", "_")
-
-
-def _signature(request: HttpRequest) -> str | None:
-    value = request.META.get(_SIGNATURE_META)  # servers join repeated headers with ","
-    return value if isinstance(value, str) else None
-
-
-def _stream(request: HttpRequest) -> IO[bytes] | HttpRequest:
+def _stream(request: HttpRequest) -> Any:
     meta = request.META
-    if _length(request) is None and meta.get("wsgi.input_terminated"):
-        stream: IO[bytes] = meta["wsgi.input"]  # chunked: the server ends the stream
-        return stream
+    if not meta.get("CONTENT_LENGTH") and meta.get("wsgi.input_terminated"):
+        return meta["wsgi.input"]  # chunked: the server ends the stream
     return request  # bounded by Content-Length (WSGI) or already spooled (ASGI)
+
+
+def _async(read: Callable[[int], bytes]) -> Callable[[int], Any]:
+    async def aread(size: int) -> bytes:
+        return read(size)  # an in-memory or spooled file: no blocking worth a thread
+
+    return aread
 
 
 def _respond(outcome: Outcome) -> HttpResponse:

@@ -17,11 +17,7 @@ from sw_testapp.models import Delivery
 from service_webhooks import Event, WebhookReceiver
 from service_webhooks.adapters.django.conf import build_receiver
 from service_webhooks.adapters.django.models import IdempotencyRecord
-from service_webhooks.adapters.django.store import (
-    DjangoStore,
-    TransactionalReceiver,
-    TransactionalStore,
-)
+from service_webhooks.adapters.django.store import DjangoStore, TransactionalReceiver
 from service_webhooks.adapters.django.views import webhook_view
 
 
@@ -67,7 +63,7 @@ def test_a_handler_that_writes_then_raises_leaves_nothing_and_the_retry_writes_o
         {"SECRETS": kit.SECRET, "TRANSACTIONAL": True, "STORE": {"OPTIONS": {"using": alias}}}
     )
     assert isinstance(receiver, TransactionalReceiver)
-    assert isinstance(receiver.store, TransactionalStore)
+    assert isinstance(receiver.store, DjangoStore)
     runs = crashing_once(receiver, alias)
     view = webhook_view(receiver, asynchronous=False)
     note_id = uuid.uuid4().hex
@@ -138,8 +134,8 @@ def test_without_the_option_the_failed_handlers_row_stays(kit: ModuleType, alias
     assert state(alias, note_id, body, kit) == (1, [])  # why TRANSACTIONAL exists
 
 
-def test_transactional_needs_a_transactional_store(kit: ModuleType) -> None:
+def test_transactional_needs_a_django_store(kit: ModuleType) -> None:
     from django.core.exceptions import ImproperlyConfigured
 
-    with pytest.raises(ImproperlyConfigured, match="TransactionalStore"):
+    with pytest.raises(ImproperlyConfigured, match="DjangoStore"):
         build_receiver({"SECRETS": kit.SECRET, "TRANSACTIONAL": True, "STORE": "memory"})
