@@ -13,6 +13,8 @@ Kinds:
   a worker thread).
 * ``asgi-sqlite``: ``asgi-async`` with the default store (SQLite file in the cwd).
 * ``starlette-inline``: a Starlette endpoint verifying and decoding by hand.
+* ``starlette-bare``: a Starlette endpoint answering 200 without reading the body: the
+  ceiling no ASGI receiver can pass on this server.
 * ``flask-adapter`` / ``flask-inline``: ``webhook_blueprint`` / a hand-written view.
 * ``django-adapter`` / ``django-inline``: ``webhook_view`` / a hand-written view.
 
@@ -31,7 +33,7 @@ from typing import Any
 
 SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
 PATH = "/webhooks"
-ASGI_KINDS = ("asgi-async", "asgi-sync", "asgi-sqlite", "starlette-inline")
+ASGI_KINDS = ("asgi-async", "asgi-sync", "asgi-sqlite", "starlette-inline", "starlette-bare")
 WSGI_KINDS = ("flask-adapter", "flask-inline", "django-adapter", "django-inline")
 
 _KEY = SECRET.encode()
@@ -97,6 +99,13 @@ def asgi_app(kind: str) -> Any:
             return Response(status_code=status)
 
         return Starlette(routes=[Route(PATH, inline, methods=["POST"])])
+
+    if kind == "starlette-bare":
+
+        async def bare(request: Request) -> Response:
+            return Response(status_code=200)
+
+        return Starlette(routes=[Route(PATH, bare, methods=["POST"])])
 
     from service_webhooks import MemoryStore
     from service_webhooks.adapters.asgi import WebhookApp
