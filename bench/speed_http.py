@@ -264,7 +264,7 @@ class HttpResult:
     runs: dict[tuple[str, str], list[dict[str, Any]]]  # (server, body kind) -> per round
 
     def median(self, server: str, kind: str, field: str) -> float:
-        return statistics.median(r[field] for r in self.runs[(server, kind)])
+        return float(statistics.median(r[field] for r in self.runs[(server, kind)]))
 
     def ratios(self, kind: str, server: str, base: str, field: str = "rps") -> list[float]:
         return [
