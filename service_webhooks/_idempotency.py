@@ -1,4 +1,5 @@
-"""Idempotency plumbing shared by the receive drivers (spec §6.1; DESIGN.md "Idempotency").
+"""Idempotency plumbing shared by the receive drivers (spec §6.1; the idempotency rule in
+the architecture page).
 
 The default key, claim tokens, defaults for leases and retention, opening a store from
 its configuration, and the guards that turn any store failure into
@@ -10,14 +11,16 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import re
 import secrets as _random
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ._exceptions import ConfigurationError, StoreError
+from ._reporting import printable
 from .stores._base import IdempotencyStore
 from .stores._sqlite import SQLiteStore
-from .stores._url import store_from_url
+from .stores._url import redact_url, store_from_url
 
 __all__ = [
     "DEFAULT_LEASE",
@@ -26,6 +29,7 @@ __all__ = [
     "aguard",
     "aguard_release",
     "default_idempotency_key",
+    "describe",
     "guard",
     "guard_release",
     "new_token",
@@ -44,12 +48,22 @@ DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
 """The idempotency store used when none is given: a SQLite file in the working directory."""
 
 
+def describe(error: BaseException) -> str:
+    """``Type: message`` of a store failure for a log line: one line, and any URL in
+    it without its password (drivers quote their connection string in errors)."""
+    message = _URL.sub(lambda match: redact_url(match.group(0)), str(error))
+    return printable(f"{type(error).__name__}: {message}" if message else type(error).__name__)
+
+
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)
+
+
 def guard(operation: Callable[..., Any], *args: Any) -> Any:
     """Call a store operation; any failure becomes StoreError (503, fail closed)."""
     try:
         return operation(*args)
     except Exception as error:
-        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
+        logger.error("service_webhooks: idempotency store failed: %s", describe(error))
         raise StoreError("the idempotency store is unavailable") from error
 
 
@@ -58,7 +72,7 @@ async def aguard(operation: Coroutine[Any, Any, Any]) -> Any:
     try:
         return await operation
     except Exception as error:
-        logger.error("service_webhooks: idempotency store failed: %s", type(error).__name__)
+        logger.error("service_webhooks: idempotency store failed: %s", describe(error))
         raise StoreError("the idempotency store is unavailable") from error
 
 
@@ -67,7 +81,7 @@ def guard_release(operation: Callable[[str, str], bool], key: str, token: str) -
     try:
         return operation(key, token)
     except Exception as error:  # the lease still expires; the retry runs then
-        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
+        logger.error("service_webhooks: could not release a claim: %s", describe(error))
         return False
 
 
@@ -76,7 +90,7 @@ async def aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
     try:
         return await operation
     except Exception as error:
-        logger.error("service_webhooks: could not release a claim: %s", type(error).__name__)
+        logger.error("service_webhooks: could not release a claim: %s", describe(error))
         return False
 
 

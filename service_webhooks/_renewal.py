@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 
-from ._reporting import printable
+from ._idempotency import describe
 from .stores import ClaimState, IdempotencyStore
 
 __all__ = ["Renewer"]
@@ -97,11 +97,7 @@ class Renewer:
         try:
             state = self._store.claim(key, token, self._lease)
         except Exception as error:  # the store may be back at the next renewal
-            logger.error(
-                "service_webhooks: could not renew a claim: %s: %s",
-                type(error).__name__,
-                printable(str(error)),
-            )
+            logger.error("service_webhooks: could not renew a claim: %s", describe(error))
             return True
         if state is ClaimState.NEW:
             return True

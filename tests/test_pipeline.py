@@ -1,0 +1,394 @@
+"""The request entry points (handle/ahandle), the unit of work, claim renewal, RetryLater
+and a failing secrets lookup: the contracts adapters and integrations build on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from service_webhooks import (
+    MAX_BODY_SIZE,
+    ClaimState,
+    Event,
+    MemoryStore,
+    Outcome,
+    RetryLater,
+    Router,
+    WebhookReceiver,
+    default_idempotency_key,
+)
+
+Signed = Callable[..., tuple[bytes, str]]
+ORG = "o-TEST-na1"
+
+
+class CountingReader:
+    """A body stream that records how many bytes were asked of it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.stream = io.BytesIO(data)
+        self.taken = 0
+
+    def read(self, size: int) -> bytes:
+        chunk = self.stream.read(size)
+        self.taken += len(chunk)
+        return chunk
+
+
+def handle(
+    receiver: WebhookReceiver,
+    body: bytes,
+    headers: list[tuple[str, str]],
+    *,
+    mode: str,
+    method: str = "POST",
+) -> tuple[Outcome | None, int]:
+    reader = CountingReader(body)
+    if mode == "sync":
+        return receiver.handle(method, headers, reader.read), reader.taken
+
+    async def aread(size: int) -> bytes:
+        return reader.read(size)
+
+    return asyncio.run(receiver.ahandle(method, headers, aread)), reader.taken
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def receiver(secret: str) -> WebhookReceiver:
+    receiver = WebhookReceiver(secrets=secret, store=MemoryStore())
+    receiver.on("note.created", lambda event: None)
+    return receiver
+
+
+# -- handle / ahandle ---------------------------------------------------------------------
+
+
+def test_handle_processes_a_delivery(receiver: WebhookReceiver, signed: Signed, mode: str) -> None:
+    body, header = signed()
+    outcome, taken = handle(receiver, body, [("service-signature", header)], mode=mode)
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == (200, "processed")
+    assert taken == len(body)
+
+
+def test_handle_takes_raw_asgi_header_bytes(receiver: WebhookReceiver, signed: Signed) -> None:
+    body, header = signed()
+    headers = [
+        (b"content-length", str(len(body)).encode()),
+        (b"service-signature", header.encode()),
+    ]
+
+    async def aread(size: int) -> bytes:
+        return body if size else b""
+
+    reads = iter([body, b""])
+
+    async def once(size: int) -> bytes:
+        return next(reads)
+
+    outcome = asyncio.run(receiver.ahandle("POST", headers, once))
+    assert outcome is not None and outcome.reason == "processed"
+
+
+def test_two_signature_header_lines_are_refused(
+    receiver: WebhookReceiver, signed: Signed, mode: str
+) -> None:
+    body, header = signed()
+    o_t, v = header.rsplit(",", 1)  # each line alone is malformed; joined they would verify
+    lines = [("Service-Signature", o_t), ("Service-Signature", v)]
+    outcome, _ = handle(receiver, body, lines, mode=mode)
+    assert outcome is not None and (outcome.status, outcome.reason) == (401, "format")
+    twice = [("Service-Signature", header), ("service-signature", header)]
+    outcome, _ = handle(receiver, body, twice, mode=mode)
+    assert outcome is not None and (outcome.status, outcome.reason) == (401, "format")
+
+
+def test_a_declared_length_over_the_cap_is_413_before_reading(
+    receiver: WebhookReceiver, mode: str
+) -> None:
+    headers = [("Content-Length", str(MAX_BODY_SIZE + 1))]
+    outcome, taken = handle(receiver, b"x" * (MAX_BODY_SIZE + 1), headers, mode=mode)
+    assert outcome is not None and (outcome.status, outcome.reason) == (413, "payload_too_large")
+    assert taken == 0
+
+
+def test_an_undeclared_long_body_is_read_only_to_the_cap_plus_one(
+    receiver: WebhookReceiver, mode: str
+) -> None:
+    outcome, taken = handle(receiver, b"x" * (3 * MAX_BODY_SIZE), [], mode=mode)
+    assert outcome is not None and outcome.status == 413
+    assert taken == MAX_BODY_SIZE + 1
+
+
+def test_transfer_encoding_overrides_content_length(
+    receiver: WebhookReceiver, signed: Signed, mode: str
+) -> None:
+    body, header = signed()
+    headers = [
+        ("Content-Length", str(MAX_BODY_SIZE * 4)),  # a proxy's stale value: not the length
+        ("Transfer-Encoding", "chunked"),
+        ("Service-Signature", header),
+    ]
+    outcome, _ = handle(receiver, body, headers, mode=mode)
+    assert outcome is not None and outcome.reason == "processed"
+
+
+def test_a_smaller_framework_cap_applies(receiver: WebhookReceiver, mode: str) -> None:
+    reader = CountingReader(b"x" * 500)
+    if mode == "sync":
+        outcome: Outcome | None = receiver.handle("POST", [], reader.read, max_body_size=100)
+    else:
+
+        async def aread(size: int) -> bytes:
+            return reader.read(size)
+
+        outcome = asyncio.run(receiver.ahandle("POST", [], aread, max_body_size=100))
+    assert outcome is not None and outcome.status == 413
+    assert reader.taken == 101
+
+
+@pytest.mark.parametrize("method", ["post", "Post", "GET", ""])
+def test_methods_are_case_sensitive(receiver: WebhookReceiver, mode: str, method: str) -> None:
+    outcome, taken = handle(receiver, b"{}", [], mode=mode, method=method)
+    assert outcome is not None and (outcome.status, dict(outcome.headers)) == (
+        405,
+        {"Allow": "POST"},
+    )
+    assert taken == 0
+
+
+def test_a_client_that_disconnects_gets_no_answer_and_nothing_runs(
+    receiver: WebhookReceiver, signed: Signed
+) -> None:
+    runs: list[Event[Any]] = []
+    receiver.on("note.created", runs.append)
+
+    async def gone(size: int) -> None:
+        return None
+
+    assert asyncio.run(receiver.ahandle("POST", [], gone)) is None
+    assert runs == []
+
+
+# -- a failing secrets lookup --------------------------------------------------------------
+
+
+def test_a_secrets_callable_that_raises_answers_503(signed: Signed, drive: Any) -> None:
+    def lookup(organization_id: str) -> str:
+        raise ConnectionError("vault is down")
+
+    receiver = WebhookReceiver(secrets=lookup, store=MemoryStore())
+    receiver.on("note.created", lambda event: None)
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason) == (503, "secrets_unavailable")
+    assert dict(outcome.headers)["Retry-After"]
+
+
+def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
+    secret: str, signed: Signed
+) -> None:
+    threads: list[int] = []
+
+    def lookup(organization_id: str) -> str:
+        threads.append(threading.get_ident())
+        return secret
+
+    receiver = WebhookReceiver(secrets=lookup, store=MemoryStore())
+    receiver.on("note.created", lambda event: None)
+
+    async def main() -> tuple[Outcome, int]:
+        return await receiver.aprocess(*signed()), threading.get_ident()
+
+    outcome, loop_thread = asyncio.run(main())
+    assert outcome.reason == "processed"
+    assert threads and threads[0] != loop_thread
+
+
+# -- RetryLater ----------------------------------------------------------------------------
+
+
+def test_retry_later_answers_503_and_releases_the_claim(
+    receiver: WebhookReceiver, signed: Signed, drive: Any
+) -> None:
+    attempts: list[int] = []
+
+    def busy(event: Event[Any]) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RetryLater("the warehouse is busy")
+
+    receiver.on("note.created", busy)
+    body, header = signed()
+    first = drive(receiver, body, header)
+    assert (first.status, first.reason) == (503, "retry_later")
+    assert "Retry-After" in dict(first.headers)
+    assert drive(receiver, body, header).reason == "processed"  # the retry runs it
+    assert len(attempts) == 2
+
+
+# -- the unit of work ----------------------------------------------------------------------
+
+
+class Unit:
+    """A context manager recording what it saw: the completed key must be inside it."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.seen: list[tuple[str, str]] = []
+
+    @contextlib.contextmanager
+    def __call__(self, event: Event[Any]) -> Iterator[None]:
+        self.seen.append(("enter", event.name))
+        try:
+            yield
+        except BaseException as error:
+            self.seen.append(("rollback", type(error).__name__))
+            raise
+        key = event.idempotency_key
+        done = self.store.claim(key, "probe", 1) is ClaimState.DONE
+        self.seen.append(("commit", "done" if done else "not done"))
+
+
+def test_the_unit_of_work_wraps_handlers_and_completion(secret: str, signed: Signed) -> None:
+    store = MemoryStore()
+    unit = Unit(store)
+    receiver = WebhookReceiver(secrets=secret, store=store, unit_of_work=unit)
+    receiver.on("note.created", lambda event: unit.seen.append(("handler", event.name)))
+    assert receiver.process(*signed()).reason == "processed"
+    assert unit.seen == [
+        ("enter", "note.created"),
+        ("handler", "note.created"),
+        ("commit", "done"),  # the key was recorded as done before the unit's exit
+    ]
+
+
+def test_a_handler_failure_rolls_the_unit_back_and_releases(secret: str, signed: Signed) -> None:
+    store = MemoryStore()
+    unit = Unit(store)
+    receiver = WebhookReceiver(secrets=secret, store=store, unit_of_work=unit)
+    receiver.on("note.created", lambda event: 1 / 0)
+    body, header = signed()
+    assert receiver.process(body, header).status == 500
+    assert unit.seen == [("enter", "note.created"), ("rollback", "ZeroDivisionError")]
+    key = default_idempotency_key(ORG, body)
+    assert store.claim(key, "retry", 5) is ClaimState.NEW  # released: the retry runs it
+
+
+def test_a_lost_claim_rolls_the_unit_back(secret: str, signed: Signed) -> None:
+    class Stolen(MemoryStore):
+        def complete(self, key: str, token: str, retention: float) -> bool:
+            return False  # another delivery holds the key now
+
+        async def acomplete(self, key: str, token: str, retention: float) -> bool:
+            return False
+
+    store = Stolen()
+    unit = Unit(store)
+    receiver = WebhookReceiver(secrets=secret, store=store, unit_of_work=unit)
+    receiver.on("note.created", lambda event: None)
+    outcome = receiver.process(*signed())
+    assert (outcome.status, outcome.reason) == (503, "in_flight")
+    assert unit.seen[-1] == ("rollback", "_ClaimLost")
+
+
+def test_an_async_unit_of_work_under_aprocess(secret: str, signed: Signed) -> None:
+    seen: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def unit(event: Event[Any]) -> AsyncIterator[None]:
+        seen.append("enter")
+        yield
+        seen.append("exit")
+
+    receiver = WebhookReceiver(secrets=secret, store=MemoryStore(), unit_of_work=unit)
+    receiver.on("note.created", lambda event: seen.append("handler"))
+    assert asyncio.run(receiver.aprocess(*signed())).reason == "processed"
+    assert seen == ["enter", "handler", "exit"]
+    sync_outcome = receiver.process(*signed(timestamp=int(time.time()) - 1))
+    assert sync_outcome.status == 500  # an async unit cannot run under process()
+
+
+def test_unit_of_work_must_be_callable(secret: str) -> None:
+    from service_webhooks import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="unit_of_work"):
+        WebhookReceiver(secrets=secret, store="memory", unit_of_work=42)  # type: ignore[arg-type]
+
+
+# -- Router.dispatch -----------------------------------------------------------------------
+
+
+def test_router_dispatch_and_adispatch_run_the_handlers_in_order() -> None:
+    router = Router()
+    seen: list[str] = []
+    router.on("note.created", lambda event: seen.append("specific"))
+
+    async def catch_all(event: Event[Any]) -> None:
+        seen.append("any")
+
+    router.on_any(catch_all)
+    event: Event[Any] = Event("note.created", 1, {}, ORG, 0, "k")
+    assert router.dispatch(event) == 2
+    assert asyncio.run(router.adispatch(event)) == 2
+    assert seen == ["specific", "any", "specific", "any"]
+    assert Router().dispatch(event) == 0
+
+
+# -- claim renewal -------------------------------------------------------------------------
+
+
+def test_a_slow_handler_keeps_its_claim_past_the_lease(secret: str, signed: Signed) -> None:
+    """A handler running three leases long is not taken over by the service's retry."""
+    store = MemoryStore()
+    receiver = WebhookReceiver(secrets=secret, store=store, lease=0.3)
+    started = threading.Event()
+    runs: list[int] = []
+
+    def slow(event: Event[Any]) -> None:
+        runs.append(1)
+        started.set()
+        time.sleep(1.0)
+
+    receiver.on("note.created", slow)
+    body, header = signed()
+    first: list[Outcome] = []
+    worker = threading.Thread(target=lambda: first.append(receiver.process(body, header)))
+    worker.start()
+    assert started.wait(5)
+    retries = []
+    for _ in range(4):  # retries arriving over ~2.5 leases while the first still runs
+        time.sleep(0.2)
+        retries.append(receiver.process(*signed(body)).reason)
+    worker.join(10)
+    assert first[0].reason == "processed"
+    assert set(retries) == {"in_flight"}
+    assert runs == [1]
+
+
+def test_store_failures_are_logged_with_their_message_and_no_password(
+    secret: str, signed: Signed, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Down(MemoryStore):
+        def claim(self, key: str, token: str, lease: float) -> ClaimState:
+            raise ConnectionError("cannot reach redis://:hunter2@10.0.0.9:6379/0\nretry")
+
+    receiver = WebhookReceiver(secrets=secret, store=Down())
+    receiver.on("note.created", lambda event: None)
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        assert receiver.process(*signed()).reason == "store_unavailable"
+    text = "\n".join(record.getMessage() for record in caplog.records)
+    assert "ConnectionError: cannot reach redis://:***@10.0.0.9:6379/0\\nretry" in text
+    assert "hunter2" not in text
