@@ -2,8 +2,9 @@
 
 :class:`DjangoStore` is race-safe on PostgreSQL and SQLite: a claim is an ``INSERT``
 guarded by the table's unique key (one concurrent inserter wins), else an ``UPDATE``
-whose ``WHERE`` only matches an expired record (one concurrent updater wins, the
-database re-checks the condition under the row lock). Times are Unix seconds from the
+whose ``WHERE`` only matches an expired record or the caller's own in-flight claim (a
+lease renewal; one concurrent updater wins, the database re-checks the condition
+under the row lock). Times are Unix seconds from the
 application's clock, so every process must share a clock (NTP).
 
 :class:`TransactionalStore` with :class:`TransactionalReceiver` (``"TRANSACTIONAL":
@@ -62,7 +63,7 @@ class DjangoStore(SyncStore):
             return ClaimState.NEW
         except IntegrityError:
             pass
-        if self._take(key, now, fields):  # an expired record: the lease ran out
+        if self._take(key, token, now, fields):  # expired, or renewed by its owner
             return ClaimState.NEW
         live = self._records.filter(key=key, expires_at__gt=now)
         state = live.values_list("state", flat=True).first()
@@ -90,8 +91,9 @@ class DjangoStore(SyncStore):
         deleted, _ = self._records.filter(expires_at__lte=self._clock()).delete()
         return deleted
 
-    def _take(self, key: str, now: float, fields: dict[str, Any]) -> bool:
-        taken = self._records.filter(key=key, expires_at__lte=now)
+    def _take(self, key: str, token: str, now: float, fields: dict[str, Any]) -> bool:
+        takeable = Q(expires_at__lte=now) | Q(state=IN_FLIGHT, token=token)
+        taken = self._records.filter(takeable, key=key)
         return taken.update(updated_at=timezone.now(), **fields) == 1
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
@@ -117,7 +119,7 @@ class TransactionalStore(DjangoStore):
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         state = super().claim(key, token, lease)  # committed before the handlers run
-        if state is ClaimState.NEW:
+        if state is ClaimState.NEW and token not in self._open:  # not a renewal
             atomic = transaction.atomic(using=self.using)
             atomic.__enter__()
             self._open[token] = atomic

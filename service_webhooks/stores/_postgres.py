@@ -11,8 +11,9 @@ Every operation is one autocommitted statement, so it is atomic, and every time 
 taken from the *server's* clock (``now()``), so receivers on several machines need no
 synchronised clocks:
 
-* ``claim``: ``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now()``;
-  a row is returned only when the caller got the claim.
+* ``claim``: ``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now()
+  OR (state = 'in_flight' AND token = <the caller's>)`` (the second arm is a lease
+  renewal); a row is returned only when the caller got or renewed the claim.
 * ``complete``: the same upsert to ``'done'``, ``WHERE`` the claim is the caller's or
   has expired.
 * ``release``: ``DELETE`` the caller's in-flight row.
@@ -73,7 +74,7 @@ WITH claimed AS (
     VALUES (%(key)s, 'in_flight', %(token)s, now() + make_interval(secs => %(seconds)s))
     ON CONFLICT (key) DO UPDATE
         SET state = 'in_flight', token = excluded.token, expires_at = excluded.expires_at
-        WHERE t.expires_at <= now()
+        WHERE t.expires_at <= now() OR (t.state = 'in_flight' AND t.token = excluded.token)
     RETURNING 'new'::text AS state
 )
 SELECT state FROM claimed

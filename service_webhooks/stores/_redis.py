@@ -5,7 +5,8 @@ claim is in flight and ``"d:" + token`` once done; Redis expires it on the
 *server's* clock (``PX``), so receivers need no synchronised clocks and nothing has
 to be pruned. Every operation is one short Lua script, so it is atomic:
 
-* ``claim``: if the key exists, return its state; else ``SET … PX lease``.
+* ``claim``: if the key exists and is not this token's in-flight claim, return its
+  state; else ``SET … PX lease`` (a new claim, or the renewal of the caller's own).
 * ``complete``: refuse if a live record belongs to another token; else
   ``SET "d:" + token PX retention``.
 * ``release``: ``DEL`` only if the value is this token's in-flight claim.
@@ -48,7 +49,7 @@ DEFAULT_PREFIX = "service_webhooks:idempotency:"
 # KEYS[1]: the Redis key; ARGV[1]: token; ARGV[2]: lease or retention in milliseconds.
 _CLAIM = """
 local value = redis.call('GET', KEYS[1])
-if value then return string.sub(value, 1, 1) end
+if value and value ~= 'i:' .. ARGV[1] then return string.sub(value, 1, 1) end
 redis.call('SET', KEYS[1], 'i:' .. ARGV[1], 'PX', ARGV[2])
 return 'n'
 """
