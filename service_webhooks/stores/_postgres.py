@@ -40,6 +40,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._url import redact_url
 
 try:
     import psycopg
@@ -200,7 +201,8 @@ class PostgresStore:
         return cls(url, **options)
 
     def __repr__(self) -> str:
-        return f"PostgresStore(table={self.table!r})"
+        where = "pool" if self._conninfo is None else repr(redact_url(self._conninfo))
+        return f"PostgresStore({where}, table={self.table!r})"
 
     # -- sync -------------------------------------------------------------------------
 

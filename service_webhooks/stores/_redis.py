@@ -31,6 +31,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._url import redact_url
 
 try:
     import redis
@@ -164,7 +165,7 @@ class RedisStore:
         return cls(url, prefix=prefix, **options)
 
     def __repr__(self) -> str:
-        where = "url" if self._url is not None else "client"
+        where = "client" if self._url is None else repr(redact_url(self._url))
         return f"RedisStore({where}, prefix={self.prefix!r})"
 
     # -- sync -------------------------------------------------------------------------

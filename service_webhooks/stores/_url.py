@@ -19,6 +19,7 @@ now).
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
@@ -26,7 +27,7 @@ from ._base import IdempotencyStore
 from ._memory import MemoryStore
 from ._sqlite import SQLiteStore
 
-__all__ = ["ENV_VAR", "store_from_env", "store_from_url"]
+__all__ = ["ENV_VAR", "redact_url", "store_from_env", "store_from_url"]
 
 ENV_VAR = "SERVICE_WEBHOOKS_STORE"
 """The environment variable :func:`store_from_env` reads."""
@@ -100,3 +101,28 @@ def _pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
         else:
             kept.append((name, value))
     return urlunsplit(parts._replace(query=urlencode(kept))), ours
+
+
+_PASSWORD_PARAM = re.compile(r"(?i)([?&]password=)[^&#]*")
+_PASSWORD_FIELD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for logs, errors and reprs.
+
+    Redacts the password of the URL's userinfo (``redis://:pw@h`` ->
+    ``redis://:***@h``, ``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``), a
+    ``password`` query parameter, and a ``password=…`` field of a libpq key/value
+    connection string. Anything else is returned unchanged; never raises.
+    """
+    if "://" not in url:
+        return _PASSWORD_FIELD.sub(r"\1***", url)
+    scheme, _, rest = url.partition("://")
+    before_query = rest.split("?", 1)[0].split("#", 1)[0]
+    at = before_query.rfind("@")  # the last "@" ends the userinfo, even in a bad password
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at:]
+        if ":" in userinfo:
+            userinfo = userinfo.partition(":")[0] + ":***"
+        rest = userinfo + rest
+    return scheme + "://" + _PASSWORD_PARAM.sub(r"\1***", rest)
