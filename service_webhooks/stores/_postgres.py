@@ -23,19 +23,35 @@ The table is created by :meth:`PostgresStore.create_schema` (or by running
 :meth:`PostgresStore.prune` (call it from a periodic job) and every ``prune_every``
 claims.
 
+Every call is bounded client-side: it fails within ``timeout`` seconds (5 by default)
+in all, waiting for a pool connection included. A server that stops answering without
+closing its connections (a frozen process, a hung host) is not noticed by libpq, TCP
+keepalives or ``statement_timeout`` (the kernel keeps acknowledging), so a statement
+still running at the call's deadline has its connection's socket shut down by a
+watchdog (one daemon thread for every store; a ``loop.call_later`` timer for asyncio);
+that connection is then discarded.
+
 Errors: whatever psycopg raises (:class:`psycopg.OperationalError` when the server is
 down, :class:`psycopg_pool.PoolTimeout` when no connection can be had within
 ``timeout`` seconds, :class:`psycopg.errors.QueryCanceled` past the statement
-timeout) propagates; the receiver turns it into
-:class:`~service_webhooks._exceptions.StoreError` (503, fail closed).
+timeout) propagates, and :class:`TimeoutError` when a statement outlives the call's
+deadline; the receiver turns it into :class:`~service_webhooks._exceptions.StoreError`
+(503, fail closed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import math
+import os
 import re
+import socket
 import threading
+import time
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import ConfigurationError
@@ -114,6 +130,78 @@ def _with_timeout(conninfo: str | None, seconds: float) -> str:
     return f"{given} -c statement_timeout={round(seconds * 1000)}".strip()
 
 
+def _interrupt(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """Shut the connection's socket down: a read blocked on it returns at once."""
+    try:
+        with socket.socket(fileno=os.dup(connection.pgconn.socket)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, psycopg.Error):
+        pass  # already closed
+
+
+@dataclass(order=True)
+class _Watch:
+    deadline: float
+    seq: int
+    connection: Any = field(compare=False)
+    active: bool = field(default=True, compare=False)
+    fired: bool = field(default=False, compare=False)
+
+
+class _Watchdog:
+    """Interrupts sync statements still running at their deadline (one daemon thread)."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._heap: list[_Watch] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._condition = threading.Condition()
+        self._heap, self._thread = [], None
+
+    def watch(self, connection: psycopg.Connection[Any], deadline: float) -> _Watch:
+        watch = _Watch(deadline, next(self._seq), connection)
+        with self._condition:
+            heapq.heappush(self._heap, watch)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="service_webhooks-postgres-watchdog", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0] is watch:
+                self._condition.notify()
+        return watch
+
+    def unwatch(self, watch: _Watch) -> bool:
+        """Stop watching; returns whether the watchdog interrupted the statement."""
+        with self._condition:
+            watch.active = False
+            return watch.fired
+
+    def _run(self) -> None:
+        with self._condition:
+            while True:
+                heap = self._heap
+                while heap and not heap[0].active:
+                    heapq.heappop(heap)
+                if not heap:
+                    self._condition.wait()
+                    continue
+                wait = heap[0].deadline - time.monotonic()
+                if wait > 0:
+                    self._condition.wait(wait)
+                    continue
+                watch = heapq.heappop(heap)
+                watch.active, watch.fired = False, True
+                _interrupt(watch.connection)
+
+
+_WATCHDOG = _Watchdog()
+
+
 def _state(row: tuple[Any, ...] | None) -> ClaimState:
     if row is None:
         # The holder released or its record expired between our statement's snapshot
@@ -136,8 +224,10 @@ class PostgresStore:
         table: The table name, optionally ``schema.table``.
         min_size: Connections each pool this store opens keeps ready.
         max_size: Most connections each pool this store opens holds.
-        timeout: Seconds to wait for a pool connection (also the connect timeout)
-            before failing; keep it well under the service's 10 s deadline.
+        timeout: Seconds after which any call fails, waiting for a pool connection
+            included (also the connect timeout, and libpq's ``tcp_user_timeout``
+            unless the connection string sets one); keep it well under the service's
+            10 s deadline. Also ``?timeout=`` in a store URL.
         statement_timeout: Seconds after which the server cancels a statement (added
             to any ``options`` the connection string sets, e.g.
             ``options=-c synchronous_commit=off``).
@@ -188,9 +278,11 @@ class PostgresStore:
         self._timeout = timeout
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
-            "connect_timeout": max(1, round(timeout)),
+            "connect_timeout": max(2, math.ceil(timeout)),  # libpq's unit: whole seconds
             "options": _with_timeout(conninfo, statement_timeout),
         }
+        if not conninfo or "tcp_user_timeout" not in conninfo_to_dict(conninfo):
+            self._kwargs["tcp_user_timeout"] = max(1, round(timeout * 1000))
         self._prune_every = prune_every
         self._claims = 0
         self._lock = threading.Lock()
@@ -228,12 +320,29 @@ class PostgresStore:
         return self._pool
 
     def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
-        with self._sync_pool().connection() as connection:
-            cursor = connection.execute(query, params)
-            row = cursor.fetchone() if cursor.description is not None else None
-            if connection.info.transaction_status != _IDLE:
-                connection.commit()  # a pool you passed in may not be autocommit
+        deadline = time.monotonic() + self._timeout
+        with self._sync_pool().connection(timeout=self._timeout) as connection:
+            watch = _WATCHDOG.watch(connection, deadline)
+            try:
+                cursor = connection.execute(query, params)
+                row = cursor.fetchone() if cursor.description is not None else None
+                if connection.info.transaction_status != _IDLE:
+                    connection.commit()  # a pool you passed in may not be autocommit
+            except psycopg.OperationalError as error:
+                if _WATCHDOG.unwatch(watch):
+                    raise self._timed_out() from error
+                raise
+            finally:
+                if _WATCHDOG.unwatch(watch):
+                    connection.close()  # its socket is shut: the pool discards it
             return cursor.rowcount, row
+
+    def _timed_out(self) -> TimeoutError:
+        where = "" if self._conninfo is None else f" at {redact_url(self._conninfo)}"
+        return TimeoutError(
+            f"PostgreSQL{where} did not answer within {self._timeout:g} s "
+            "(the store's timeout); the statement was abandoned"
+        )
 
     def create_schema(self) -> None:
         """Create the table and its expiry index if missing (idempotent).
@@ -302,11 +411,29 @@ class PostgresStore:
     async def _aexecute(
         self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
     ) -> _Result:
-        async with pool.connection() as connection:
-            cursor = await connection.execute(query, params)
-            row = await cursor.fetchone() if cursor.description is not None else None
-            if connection.info.transaction_status != _IDLE:
-                await connection.commit()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        async with pool.connection(timeout=self._timeout) as connection:
+            fired: list[bool] = []
+
+            def interrupt() -> None:
+                fired.append(True)
+                _interrupt(connection)
+
+            timer = loop.call_at(deadline, interrupt)
+            try:
+                cursor = await connection.execute(query, params)
+                row = await cursor.fetchone() if cursor.description is not None else None
+                if connection.info.transaction_status != _IDLE:
+                    await connection.commit()
+            except psycopg.OperationalError as error:
+                if fired:
+                    raise self._timed_out() from error
+                raise
+            finally:
+                timer.cancel()
+                if fired:
+                    await connection.close()  # its socket is shut: the pool discards it
             return cursor.rowcount, row
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:

@@ -10,7 +10,8 @@ URL                                                store
 =================================================  ==========================================
 
 Redis URLs accept ``?prefix=…`` (the key prefix); PostgreSQL URLs accept ``?table=…``
-(optionally ``schema.table``). Every other query parameter is passed to the driver as
+(optionally ``schema.table``); both accept ``?timeout=SECONDS`` (how long a store call
+may take before it fails, 5 by default). Every other query parameter is passed to the driver as
 part of the URL. The PostgreSQL table is not created here: call
 :meth:`~.postgres.PostgresStore.create_schema` once (``create_schema=True`` does it
 now).
@@ -65,13 +66,15 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
     if scheme in _REDIS_SCHEMES:
         from ._redis import DEFAULT_PREFIX, RedisStore
 
-        rest, options = _pop_query(text, "prefix")
-        return RedisStore.from_url(rest, prefix=options.get("prefix", DEFAULT_PREFIX))
+        rest, options = _pop_query(text, "prefix", "timeout")
+        prefix = options.get("prefix", DEFAULT_PREFIX)
+        return RedisStore.from_url(rest, prefix=prefix, timeout=_seconds(options, 5.0))
     if scheme in _POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
-        rest, options = _pop_query(text, "table")
-        store = PostgresStore.from_url(rest, table=options.get("table", DEFAULT_TABLE))
+        rest, options = _pop_query(text, "table", "timeout")
+        table = options.get("table", DEFAULT_TABLE)
+        store = PostgresStore.from_url(rest, table=table, timeout=_seconds(options, 5.0))
         if create_schema:
             store.create_schema()
         return store
@@ -88,6 +91,19 @@ def store_from_env(default: str = "sqlite:service_webhooks.sqlite3") -> Idempote
         ConfigurationError: As :func:`store_from_url`.
     """
     return store_from_url(os.environ.get(ENV_VAR) or default)
+
+
+def _seconds(options: dict[str, str], default: float) -> float:
+    text = options.get("timeout")
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(f"a store URL's timeout must be seconds > 0, not {text[:20]!r}")
+    return seconds
 
 
 def _pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
