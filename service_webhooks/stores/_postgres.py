@@ -18,8 +18,12 @@ synchronised clocks:
   has expired.
 * ``release``: ``DELETE`` the caller's in-flight row.
 
-The table is created by :meth:`PostgresStore.create_schema` (or by running
-:data:`SCHEMA_SQL` in your own migrations); expired rows are deleted by
+The table is created on first use: a statement that finds it missing creates it
+(``CREATE TABLE IF NOT EXISTS`` under an advisory lock, so concurrent processes do not
+race) and runs again. Call :meth:`PostgresStore.create_schema` at deployment to fail
+early, or run :data:`SCHEMA_SQL` in your own migrations; when the table is missing and
+cannot be created, calls raise :class:`ConfigurationError` naming both fixes. Expired
+rows are deleted by
 :meth:`PostgresStore.prune` (call it from a periodic job) and every ``prune_every``
 claims.
 
@@ -42,6 +46,7 @@ deadline; the receiver turns it into :class:`~service_webhooks._exceptions.Store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import math
@@ -51,6 +56,7 @@ import socket
 import threading
 import time
 import weakref
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +113,8 @@ ON CONFLICT (key) DO UPDATE
     WHERE t.token = excluded.token OR t.expires_at <= now()"""
 _RELEASE = "DELETE FROM {table} WHERE key = %(key)s AND token = %(token)s AND state = 'in_flight'"
 _PRUNE = "DELETE FROM {table} WHERE expires_at <= now()"
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
+_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _Result = tuple[int, tuple[Any, ...] | None]
@@ -319,15 +327,14 @@ class PostgresStore:
                     self._own_pool = True
         return self._pool
 
-    def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pool connection whose statements are interrupted at the call's deadline."""
         deadline = time.monotonic() + self._timeout
         with self._sync_pool().connection(timeout=self._timeout) as connection:
             watch = _WATCHDOG.watch(connection, deadline)
             try:
-                cursor = connection.execute(query, params)
-                row = cursor.fetchone() if cursor.description is not None else None
-                if connection.info.transaction_status != _IDLE:
-                    connection.commit()  # a pool you passed in may not be autocommit
+                yield connection
             except psycopg.OperationalError as error:
                 if _WATCHDOG.unwatch(watch):
                     raise self._timed_out() from error
@@ -335,24 +342,60 @@ class PostgresStore:
             finally:
                 if _WATCHDOG.unwatch(watch):
                     connection.close()  # its socket is shut: the pool discards it
+
+    def _run(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+        with self._connection() as connection:
+            cursor = connection.execute(query, params)
+            row = cursor.fetchone() if cursor.description is not None else None
+            if connection.info.transaction_status != _IDLE:
+                connection.commit()  # a pool you passed in may not be autocommit
             return cursor.rowcount, row
 
+    def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+        try:
+            return self._run(query, params)
+        except _MISSING:
+            pass  # first use of a new table: create it, then run the statement again
+        try:
+            self.create_schema()
+        except psycopg.Error as error:
+            raise self._schema_error(error) from error
+        return self._run(query, params)
+
     def _timed_out(self) -> TimeoutError:
-        where = "" if self._conninfo is None else f" at {redact_url(self._conninfo)}"
         return TimeoutError(
-            f"PostgreSQL{where} did not answer within {self._timeout:g} s "
+            f"PostgreSQL{self._where()} did not answer within {self._timeout:g} s "
             "(the store's timeout); the statement was abandoned"
+        )
+
+    def _where(self) -> str:
+        return "" if self._conninfo is None else f" at {redact_url(self._conninfo)}"
+
+    def _schema_error(self, error: psycopg.Error) -> ConfigurationError:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return ConfigurationError(
+            f"the idempotency table {self.table!r} does not exist in PostgreSQL"
+            f"{self._where()} and could not be created ({type(error).__name__}: {reason}); "
+            "create it once with PostgresStore.create_schema() or by running "
+            "service_webhooks.stores._postgres.SCHEMA_SQL (adjusted to the table name) "
+            "as a role allowed to CREATE in its schema"
         )
 
     def create_schema(self) -> None:
         """Create the table and its expiry index if missing (idempotent).
 
+        Stores create their table on first use, so calling this is optional: do it at
+        deployment to fail early, or when the receiver's role may not ``CREATE``.
+        Safe to run from several processes at once (a transaction-scoped advisory
+        lock on the table name serializes it).
+
         Raises:
-            psycopg.Error: The server refused (e.g. no ``CREATE`` privilege).
+            psycopg.Error: The server refused (e.g. no ``CREATE`` privilege, or the
+                table's schema does not exist).
         """
-        with self._sync_pool().connection() as connection:
+        with self._connection() as connection, connection.transaction():
+            connection.execute(_LOCK, {"name": self.table})
             connection.execute(self._schema)
-            connection.commit()
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         params = {"key": key, "token": token, "seconds": lease}
@@ -408,9 +451,11 @@ class PostgresStore:
             await pool.open()
         return pool
 
-    async def _aexecute(
-        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
-    ) -> _Result:
+    @contextlib.asynccontextmanager
+    async def _aconnection(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Async twin of :meth:`_connection` (a loop timer instead of the watchdog)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
         async with pool.connection(timeout=self._timeout) as connection:
@@ -422,10 +467,7 @@ class PostgresStore:
 
             timer = loop.call_at(deadline, interrupt)
             try:
-                cursor = await connection.execute(query, params)
-                row = await cursor.fetchone() if cursor.description is not None else None
-                if connection.info.transaction_status != _IDLE:
-                    await connection.commit()
+                yield connection
             except psycopg.OperationalError as error:
                 if fired:
                     raise self._timed_out() from error
@@ -434,7 +476,31 @@ class PostgresStore:
                 timer.cancel()
                 if fired:
                     await connection.close()  # its socket is shut: the pool discards it
+
+    async def _arun(
+        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
+    ) -> _Result:
+        async with self._aconnection(pool) as connection:
+            cursor = await connection.execute(query, params)
+            row = await cursor.fetchone() if cursor.description is not None else None
+            if connection.info.transaction_status != _IDLE:
+                await connection.commit()
             return cursor.rowcount, row
+
+    async def _aexecute(
+        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
+    ) -> _Result:
+        try:
+            return await self._arun(pool, query, params)
+        except _MISSING:
+            pass  # first use of a new table: create it, then run the statement again
+        try:
+            async with self._aconnection(pool) as connection, connection.transaction():
+                await connection.execute(_LOCK, {"name": self.table})
+                await connection.execute(self._schema)
+        except psycopg.Error as error:
+            raise self._schema_error(error) from error
+        return await self._arun(pool, query, params)
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
         pool = await self._async_pool()

@@ -107,6 +107,16 @@ class SQLiteStore(SyncStore):
                 self._connections.append(connection)
         return connection
 
+    def create_schema(self) -> None:
+        """Create the database file and its table now if missing (idempotent).
+
+        Optional: every connection creates them on first use anyway.
+
+        Raises:
+            sqlite3.Error: The file cannot be created or opened.
+        """
+        self._connection()
+
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         now = self._now()
         connection = self._connection()

@@ -12,9 +12,8 @@ URL                                                store
 Redis URLs accept ``?prefix=…`` (the key prefix); PostgreSQL URLs accept ``?table=…``
 (optionally ``schema.table``); both accept ``?timeout=SECONDS`` (how long a store call
 may take before it fails, 5 by default). Every other query parameter is passed to the driver as
-part of the URL. The PostgreSQL table is not created here: call
-:meth:`~.postgres.PostgresStore.create_schema` once (``create_schema=True`` does it
-now).
+part of the URL. The PostgreSQL table is created on first use
+(``create_schema=True`` creates it now, to fail early).
 """
 
 from __future__ import annotations
@@ -42,7 +41,8 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
 
     Args:
         url: ``memory``, ``sqlite:PATH``, a Redis URL or a PostgreSQL URL.
-        create_schema: For PostgreSQL, create the table now if missing.
+        create_schema: For PostgreSQL, create the table now if missing (else it is
+            created on first use).
 
     Raises:
         ConfigurationError: An unknown scheme or a missing path; the message shows
