@@ -23,6 +23,7 @@ from service_webhooks.adapters.django.store import (
     TransactionalStore,
 )
 from service_webhooks.adapters.django.views import webhook_view
+from service_webhooks.stores import ClaimState
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -143,3 +144,16 @@ def test_transactional_needs_a_transactional_store(kit: ModuleType) -> None:
 
     with pytest.raises(ImproperlyConfigured, match="TransactionalStore"):
         build_receiver({"SECRETS": kit.SECRET, "TRANSACTIONAL": True, "STORE": "memory"})
+
+
+def test_a_renewal_keeps_the_one_open_transaction(alias: str) -> None:
+    store = TransactionalStore(using=alias)
+    key, token = f"renew-{uuid.uuid4().hex}", uuid.uuid4().hex
+    assert store.claim(key, token, 30) is ClaimState.NEW
+    assert store.claim(key, token, 30) is ClaimState.NEW  # a renewal: no second transaction
+    assert len(store._open) == 1
+    Delivery.objects.using(alias).create(note_id=key)
+    assert store.complete(key, token, 3600) is True  # commits, and leaves no atomic open
+    assert store._open == {}
+    assert not connections[alias].in_atomic_block
+    assert Delivery.objects.using(alias).filter(note_id=key).count() == 1
