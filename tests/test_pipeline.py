@@ -100,7 +100,8 @@ def test_handle_takes_raw_asgi_header_bytes(receiver: WebhookReceiver, signed: S
         return next(reads)
 
     outcome = asyncio.run(receiver.ahandle("POST", headers, once))
-    assert outcome is not None and outcome.reason == "processed"
+    assert outcome is not None
+    assert outcome.reason == "processed"
 
 
 def test_two_signature_header_lines_are_refused(
@@ -110,10 +111,12 @@ def test_two_signature_header_lines_are_refused(
     o_t, v = header.rsplit(",", 1)  # each line alone is malformed; joined they would verify
     lines = [("Service-Signature", o_t), ("Service-Signature", v)]
     outcome, _ = handle(receiver, body, lines, mode=mode)
-    assert outcome is not None and (outcome.status, outcome.reason) == (401, "format")
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == (401, "format")
     twice = [("Service-Signature", header), ("service-signature", header)]
     outcome, _ = handle(receiver, body, twice, mode=mode)
-    assert outcome is not None and (outcome.status, outcome.reason) == (401, "format")
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == (401, "format")
 
 
 def test_a_declared_length_over_the_cap_is_413_before_reading(
@@ -121,7 +124,8 @@ def test_a_declared_length_over_the_cap_is_413_before_reading(
 ) -> None:
     headers = [("Content-Length", str(MAX_BODY_SIZE + 1))]
     outcome, taken = handle(receiver, b"x" * (MAX_BODY_SIZE + 1), headers, mode=mode)
-    assert outcome is not None and (outcome.status, outcome.reason) == (413, "payload_too_large")
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == (413, "payload_too_large")
     assert taken == 0
 
 
@@ -129,7 +133,8 @@ def test_an_undeclared_long_body_is_read_only_to_the_cap_plus_one(
     receiver: WebhookReceiver, mode: str
 ) -> None:
     outcome, taken = handle(receiver, b"x" * (3 * MAX_BODY_SIZE), [], mode=mode)
-    assert outcome is not None and outcome.status == 413
+    assert outcome is not None
+    assert outcome.status == 413
     assert taken == MAX_BODY_SIZE + 1
 
 
@@ -143,7 +148,8 @@ def test_transfer_encoding_overrides_content_length(
         ("Service-Signature", header),
     ]
     outcome, _ = handle(receiver, body, headers, mode=mode)
-    assert outcome is not None and outcome.reason == "processed"
+    assert outcome is not None
+    assert outcome.reason == "processed"
 
 
 def test_a_smaller_framework_cap_applies(receiver: WebhookReceiver, mode: str) -> None:
@@ -156,14 +162,16 @@ def test_a_smaller_framework_cap_applies(receiver: WebhookReceiver, mode: str) -
             return reader.read(size)
 
         outcome = asyncio.run(receiver.ahandle("POST", [], aread, max_body_size=100))
-    assert outcome is not None and outcome.status == 413
+    assert outcome is not None
+    assert outcome.status == 413
     assert reader.taken == 101
 
 
 @pytest.mark.parametrize("method", ["post", "Post", "GET", ""])
 def test_methods_are_case_sensitive(receiver: WebhookReceiver, mode: str, method: str) -> None:
     outcome, taken = handle(receiver, b"{}", [], mode=mode, method=method)
-    assert outcome is not None and (outcome.status, dict(outcome.headers)) == (
+    assert outcome is not None
+    assert (outcome.status, dict(outcome.headers)) == (
         405,
         {"Allow": "POST"},
     )
@@ -214,7 +222,8 @@ def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
 
     outcome, loop_thread = asyncio.run(main())
     assert outcome.reason == "processed"
-    assert threads and threads[0] != loop_thread
+    assert threads
+    assert threads[0] != loop_thread
 
 
 # -- RetryLater ----------------------------------------------------------------------------

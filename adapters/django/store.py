@@ -3,9 +3,10 @@ page's idempotency rule).
 
 :class:`DjangoStore` is race-safe on PostgreSQL and SQLite: a claim is an ``INSERT``
 guarded by the table's unique key (one concurrent inserter wins), else an ``UPDATE``
-whose ``WHERE`` only matches an expired record (one concurrent updater wins, the
-database re-checks the condition under the row lock). Times are Unix seconds from the
-application's clock, so every process must share a clock (NTP).
+whose ``WHERE`` only matches an expired record or the caller's own in-flight claim (a
+lease renewal; one concurrent updater wins, the database re-checks the condition
+under the row lock). Times are Unix seconds from the application's clock, so every
+process must share a clock (NTP).
 
 :class:`TransactionalReceiver` (``"TRANSACTIONAL": True``): the claim commits at
 once; then the receiver's unit of work, ``transaction.atomic()`` on the store's
@@ -63,7 +64,7 @@ class DjangoStore(SyncStore):
             return ClaimState.NEW
         except IntegrityError:
             pass
-        if self._take(key, now, fields):  # an expired record: the lease ran out
+        if self._take(key, token, now, fields):  # expired, or renewed by its owner
             return ClaimState.NEW
         live = self._records.filter(key=key, expires_at__gt=now)
         state = live.values_list("state", flat=True).first()
@@ -91,8 +92,9 @@ class DjangoStore(SyncStore):
         deleted, _ = self._records.filter(expires_at__lte=self._clock()).delete()
         return deleted
 
-    def _take(self, key: str, now: float, fields: dict[str, Any]) -> bool:
-        taken = self._records.filter(key=key, expires_at__lte=now)
+    def _take(self, key: str, token: str, now: float, fields: dict[str, Any]) -> bool:
+        takeable = Q(expires_at__lte=now) | Q(state=IN_FLIGHT, token=token)
+        taken = self._records.filter(takeable, key=key)
         return taken.update(updated_at=timezone.now(), **fields) == 1
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:

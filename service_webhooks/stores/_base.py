@@ -12,6 +12,16 @@ again.
 Every claim carries a random *token*: ``complete`` and ``release`` act only on the claim
 the caller owns, so a worker that outlived its lease cannot release a newer claim.
 
+*Renewal*: a claimer whose handlers may outlive the lease keeps its claim alive by
+calling ``claim(key, token, lease)`` again with the *same* token (the receiver does
+so every ``lease / 3`` seconds while handlers run). While the key's record is
+``IN_FLIGHT`` under that token, expired or not, as long as no other token took it
+over, the call moves its expiry to now + ``lease`` and answers ``NEW``; if another
+token holds a live claim it answers ``IN_FLIGHT`` (the caller lost the key and must
+not complete it as its own); a ``DONE`` key stays ``DONE``. Renewal is one atomic
+step, like every claim. Stop renewing before completing or releasing: a renewal
+after a release would claim the key afresh.
+
 Durations are in seconds. Backends raise whatever their driver raises when the
 backing service fails; the receiver turns any such error into
 :class:`~service_webhooks._exceptions.StoreError` (503, fail closed).
@@ -51,7 +61,10 @@ class IdempotencyStore(Protocol):
     """
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        """Atomically claim ``key`` for ``lease`` seconds unless a live record exists.
+        """Atomically claim ``key`` for ``lease`` seconds unless another live record exists.
+
+        Claiming again with the token of the key's in-flight claim renews it (see
+        the module docstring): the expiry moves to now + ``lease``.
 
         Args:
             key: The idempotency key (at most 200 characters).
@@ -59,7 +72,8 @@ class IdempotencyStore(Protocol):
             lease: Seconds after which an uncompleted claim expires.
 
         Returns:
-            ``NEW`` when the caller got the claim, else ``IN_FLIGHT`` or ``DONE``.
+            ``NEW`` when the caller got (or renewed) the claim, else ``IN_FLIGHT``
+            (another token holds a live claim) or ``DONE``.
         """
         ...
 

@@ -59,7 +59,12 @@ class MemoryStore:
         now = self._now()
         with self._lock:
             record = self._records.get(key)
-            if record is not None and record.expires_at > now:
+            renewal = (
+                record is not None
+                and record.state is ClaimState.IN_FLIGHT
+                and record.token == token
+            )
+            if record is not None and record.expires_at > now and not renewal:
                 return record.state
             if now >= self._next_prune:
                 self._prune(now)

@@ -11,34 +11,58 @@ Every operation is one autocommitted statement, so it is atomic, and every time 
 taken from the *server's* clock (``now()``), so receivers on several machines need no
 synchronised clocks:
 
-* ``claim``: ``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now()``;
-  a row is returned only when the caller got the claim.
+* ``claim``: ``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now()
+  OR (state = 'in_flight' AND token = <the caller's>)`` (the second arm is a lease
+  renewal); a row is returned only when the caller got or renewed the claim.
 * ``complete``: the same upsert to ``'done'``, ``WHERE`` the claim is the caller's or
   has expired.
 * ``release``: ``DELETE`` the caller's in-flight row.
 
-The table is created by :meth:`PostgresStore.create_schema` (or by running
-:data:`SCHEMA_SQL` in your own migrations); expired rows are deleted by
+The table is created on first use: a statement that finds it missing creates it
+(``CREATE TABLE IF NOT EXISTS`` under an advisory lock, so concurrent processes do not
+race) and runs again. Call :meth:`PostgresStore.create_schema` at deployment to fail
+early, or run :data:`SCHEMA_SQL` in your own migrations; when the table is missing and
+cannot be created, calls raise :class:`ConfigurationError` naming both fixes. Expired
+rows are deleted by
 :meth:`PostgresStore.prune` (call it from a periodic job) and every ``prune_every``
 claims.
+
+Every call is bounded client-side: it fails within ``timeout`` seconds (5 by default)
+in all, waiting for a pool connection included. A server that stops answering without
+closing its connections (a frozen process, a hung host) is not noticed by libpq, TCP
+keepalives or ``statement_timeout`` (the kernel keeps acknowledging), so a statement
+still running at the call's deadline has its connection's socket shut down by a
+watchdog (one daemon thread for every store; a ``loop.call_later`` timer for asyncio);
+that connection is then discarded.
 
 Errors: whatever psycopg raises (:class:`psycopg.OperationalError` when the server is
 down, :class:`psycopg_pool.PoolTimeout` when no connection can be had within
 ``timeout`` seconds, :class:`psycopg.errors.QueryCanceled` past the statement
-timeout) propagates; the receiver turns it into
-:class:`~service_webhooks._exceptions.StoreError` (503, fail closed).
+timeout) propagates, and :class:`TimeoutError` when a statement outlives the call's
+deadline; the receiver turns it into :class:`~service_webhooks._exceptions.StoreError`
+(503, fail closed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
+import math
+import os
 import re
+import socket
 import threading
+import time
 import weakref
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._url import redact_url
 
 try:
     import psycopg
@@ -73,7 +97,7 @@ WITH claimed AS (
     VALUES (%(key)s, 'in_flight', %(token)s, now() + make_interval(secs => %(seconds)s))
     ON CONFLICT (key) DO UPDATE
         SET state = 'in_flight', token = excluded.token, expires_at = excluded.expires_at
-        WHERE t.expires_at <= now()
+        WHERE t.expires_at <= now() OR (t.state = 'in_flight' AND t.token = excluded.token)
     RETURNING 'new'::text AS state
 )
 SELECT state FROM claimed
@@ -89,6 +113,8 @@ ON CONFLICT (key) DO UPDATE
     WHERE t.token = excluded.token OR t.expires_at <= now()"""
 _RELEASE = "DELETE FROM {table} WHERE key = %(key)s AND token = %(token)s AND state = 'in_flight'"
 _PRUNE = "DELETE FROM {table} WHERE expires_at <= now()"
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
+_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _Result = tuple[int, tuple[Any, ...] | None]
@@ -110,6 +136,78 @@ def _with_timeout(conninfo: str | None, seconds: float) -> str:
     """libpq ``options`` adding the statement timeout to those ``conninfo`` sets."""
     given = str(conninfo_to_dict(conninfo).get("options") or "") if conninfo else ""
     return f"{given} -c statement_timeout={round(seconds * 1000)}".strip()
+
+
+def _interrupt(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """Shut the connection's socket down: a read blocked on it returns at once."""
+    try:
+        with socket.socket(fileno=os.dup(connection.pgconn.socket)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, psycopg.Error):
+        pass  # already closed
+
+
+@dataclass(order=True)
+class _Watch:
+    deadline: float
+    seq: int
+    connection: Any = field(compare=False)
+    active: bool = field(default=True, compare=False)
+    fired: bool = field(default=False, compare=False)
+
+
+class _Watchdog:
+    """Interrupts sync statements still running at their deadline (one daemon thread)."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._heap: list[_Watch] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._condition = threading.Condition()
+        self._heap, self._thread = [], None
+
+    def watch(self, connection: psycopg.Connection[Any], deadline: float) -> _Watch:
+        watch = _Watch(deadline, next(self._seq), connection)
+        with self._condition:
+            heapq.heappush(self._heap, watch)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="service_webhooks-postgres-watchdog", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0] is watch:
+                self._condition.notify()
+        return watch
+
+    def unwatch(self, watch: _Watch) -> bool:
+        """Stop watching; returns whether the watchdog interrupted the statement."""
+        with self._condition:
+            watch.active = False
+            return watch.fired
+
+    def _run(self) -> None:
+        with self._condition:
+            while True:
+                heap = self._heap
+                while heap and not heap[0].active:
+                    heapq.heappop(heap)
+                if not heap:
+                    self._condition.wait()
+                    continue
+                wait = heap[0].deadline - time.monotonic()
+                if wait > 0:
+                    self._condition.wait(wait)
+                    continue
+                watch = heapq.heappop(heap)
+                watch.active, watch.fired = False, True
+                _interrupt(watch.connection)
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _state(row: tuple[Any, ...] | None) -> ClaimState:
@@ -134,8 +232,10 @@ class PostgresStore:
         table: The table name, optionally ``schema.table``.
         min_size: Connections each pool this store opens keeps ready.
         max_size: Most connections each pool this store opens holds.
-        timeout: Seconds to wait for a pool connection (also the connect timeout)
-            before failing; keep it well under the service's 10 s deadline.
+        timeout: Seconds after which any call fails, waiting for a pool connection
+            included (also the connect timeout, and libpq's ``tcp_user_timeout``
+            unless the connection string sets one); keep it well under the service's
+            10 s deadline. Also ``?timeout=`` in a store URL.
         statement_timeout: Seconds after which the server cancels a statement (added
             to any ``options`` the connection string sets, e.g.
             ``options=-c synchronous_commit=off``).
@@ -186,9 +286,11 @@ class PostgresStore:
         self._timeout = timeout
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
-            "connect_timeout": max(1, round(timeout)),
+            "connect_timeout": max(2, math.ceil(timeout)),  # libpq's unit: whole seconds
             "options": _with_timeout(conninfo, statement_timeout),
         }
+        if not conninfo or "tcp_user_timeout" not in conninfo_to_dict(conninfo):
+            self._kwargs["tcp_user_timeout"] = max(1, round(timeout * 1000))
         self._prune_every = prune_every
         self._claims = 0
         self._lock = threading.Lock()
@@ -199,7 +301,8 @@ class PostgresStore:
         return cls(url, **options)
 
     def __repr__(self) -> str:
-        return f"PostgresStore(table={self.table!r})"
+        where = "pool" if self._conninfo is None else repr(redact_url(self._conninfo))
+        return f"PostgresStore({where}, table={self.table!r})"
 
     # -- sync -------------------------------------------------------------------------
 
@@ -224,23 +327,75 @@ class PostgresStore:
                     self._own_pool = True
         return self._pool
 
-    def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
-        with self._sync_pool().connection() as connection:
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pool connection whose statements are interrupted at the call's deadline."""
+        deadline = time.monotonic() + self._timeout
+        with self._sync_pool().connection(timeout=self._timeout) as connection:
+            watch = _WATCHDOG.watch(connection, deadline)
+            try:
+                yield connection
+            except psycopg.OperationalError as error:
+                if _WATCHDOG.unwatch(watch):
+                    raise self._timed_out() from error
+                raise
+            finally:
+                if _WATCHDOG.unwatch(watch):
+                    connection.close()  # its socket is shut: the pool discards it
+
+    def _run(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+        with self._connection() as connection:
             cursor = connection.execute(query, params)
             row = cursor.fetchone() if cursor.description is not None else None
             if connection.info.transaction_status != _IDLE:
                 connection.commit()  # a pool you passed in may not be autocommit
             return cursor.rowcount, row
 
+    def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+        try:
+            return self._run(query, params)
+        except _MISSING:
+            pass  # first use of a new table: create it, then run the statement again
+        try:
+            self.create_schema()
+        except psycopg.Error as error:
+            raise self._schema_error(error) from error
+        return self._run(query, params)
+
+    def _timed_out(self) -> TimeoutError:
+        return TimeoutError(
+            f"PostgreSQL{self._where()} did not answer within {self._timeout:g} s "
+            "(the store's timeout); the statement was abandoned"
+        )
+
+    def _where(self) -> str:
+        return "" if self._conninfo is None else f" at {redact_url(self._conninfo)}"
+
+    def _schema_error(self, error: psycopg.Error) -> ConfigurationError:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return ConfigurationError(
+            f"the idempotency table {self.table!r} does not exist in PostgreSQL"
+            f"{self._where()} and could not be created ({type(error).__name__}: {reason}); "
+            "create it once with PostgresStore.create_schema() or by running "
+            "service_webhooks.stores._postgres.SCHEMA_SQL (adjusted to the table name) "
+            "as a role allowed to CREATE in its schema"
+        )
+
     def create_schema(self) -> None:
         """Create the table and its expiry index if missing (idempotent).
 
+        Stores create their table on first use, so calling this is optional: do it at
+        deployment to fail early, or when the receiver's role may not ``CREATE``.
+        Safe to run from several processes at once (a transaction-scoped advisory
+        lock on the table name serializes it).
+
         Raises:
-            psycopg.Error: The server refused (e.g. no ``CREATE`` privilege).
+            psycopg.Error: The server refused (e.g. no ``CREATE`` privilege, or the
+                table's schema does not exist).
         """
-        with self._sync_pool().connection() as connection:
+        with self._connection() as connection, connection.transaction():
+            connection.execute(_LOCK, {"name": self.table})
             connection.execute(self._schema)
-            connection.commit()
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         params = {"key": key, "token": token, "seconds": lease}
@@ -296,15 +451,56 @@ class PostgresStore:
             await pool.open()
         return pool
 
-    async def _aexecute(
+    @contextlib.asynccontextmanager
+    async def _aconnection(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Async twin of :meth:`_connection` (a loop timer instead of the watchdog)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        async with pool.connection(timeout=self._timeout) as connection:
+            fired: list[bool] = []
+
+            def interrupt() -> None:
+                fired.append(True)
+                _interrupt(connection)
+
+            timer = loop.call_at(deadline, interrupt)
+            try:
+                yield connection
+            except psycopg.OperationalError as error:
+                if fired:
+                    raise self._timed_out() from error
+                raise
+            finally:
+                timer.cancel()
+                if fired:
+                    await connection.close()  # its socket is shut: the pool discards it
+
+    async def _arun(
         self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
     ) -> _Result:
-        async with pool.connection() as connection:
+        async with self._aconnection(pool) as connection:
             cursor = await connection.execute(query, params)
             row = await cursor.fetchone() if cursor.description is not None else None
             if connection.info.transaction_status != _IDLE:
                 await connection.commit()
             return cursor.rowcount, row
+
+    async def _aexecute(
+        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
+    ) -> _Result:
+        try:
+            return await self._arun(pool, query, params)
+        except _MISSING:
+            pass  # first use of a new table: create it, then run the statement again
+        try:
+            async with self._aconnection(pool) as connection, connection.transaction():
+                await connection.execute(_LOCK, {"name": self.table})
+                await connection.execute(self._schema)
+        except psycopg.Error as error:
+            raise self._schema_error(error) from error
+        return await self._arun(pool, query, params)
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
         pool = await self._async_pool()

@@ -5,7 +5,8 @@ claim is in flight and ``"d:" + token`` once done; Redis expires it on the
 *server's* clock (``PX``), so receivers need no synchronised clocks and nothing has
 to be pruned. Every operation is one short Lua script, so it is atomic:
 
-* ``claim``: if the key exists, return its state; else ``SET … PX lease``.
+* ``claim``: if the key exists and is not this token's in-flight claim, return its
+  state; else ``SET … PX lease`` (a new claim, or the renewal of the caller's own).
 * ``complete``: refuse if a live record belongs to another token; else
   ``SET "d:" + token PX retention``.
 * ``release``: ``DEL`` only if the value is this token's in-flight claim.
@@ -18,8 +19,11 @@ close it with :meth:`RedisStore.aclose` in that loop.
 Errors: whatever redis-py raises (:class:`redis.exceptions.ConnectionError`,
 :class:`redis.exceptions.TimeoutError`, …) propagates; the receiver turns it into
 :class:`~service_webhooks._exceptions.StoreError` (503, fail closed). Clients built
-from a URL time out after ``socket_timeout`` seconds (2 by default) and retry twice,
-so a dead server is answered well inside the service's 10 s deadline (spec §3.3).
+from a URL fail a call within ``timeout`` seconds (5 by default: the connect and read
+timeouts, and no retry after a timeout; a refused or reset connection is retried
+twice at once), so a dead or frozen server is answered inside the service's 10 s
+deadline (spec §3.3). Their connection pool is unbounded, so no call waits for a
+connection.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._url import redact_url
 
 try:
     import redis
@@ -48,7 +53,7 @@ DEFAULT_PREFIX = "service_webhooks:idempotency:"
 # KEYS[1]: the Redis key; ARGV[1]: token; ARGV[2]: lease or retention in milliseconds.
 _CLAIM = """
 local value = redis.call('GET', KEYS[1])
-if value then return string.sub(value, 1, 1) end
+if value and value ~= 'i:' .. ARGV[1] then return string.sub(value, 1, 1) end
 redis.call('SET', KEYS[1], 'i:' .. ARGV[1], 'PX', ARGV[2])
 return 'n'
 """
@@ -67,11 +72,14 @@ return 0
 _STATES = {"n": ClaimState.NEW, "i": ClaimState.IN_FLIGHT, "d": ClaimState.DONE}
 
 
-def _default_options(retry_class: type[Retry] | type[AsyncRetry]) -> dict[str, Any]:
+def _default_options(retry_class: type[Retry] | type[AsyncRetry], timeout: float) -> dict[str, Any]:
+    # A timeout is not retried (the call would outlive ``timeout``); a refused or reset
+    # connection (a restarted server, a failover) is, quickly.
+    backoff = ExponentialWithJitterBackoff(base=0.01, cap=0.1)
     return {
-        "socket_timeout": 2.0,
-        "socket_connect_timeout": 2.0,
-        "retry": retry_class(ExponentialWithJitterBackoff(base=0.01, cap=0.1), 2),
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": retry_class(backoff, 2, supported_errors=(redis.exceptions.ConnectionError,)),
     }
 
 
@@ -107,11 +115,15 @@ class RedisStore:
         aconnection: An asyncio client or pool for the async twins, next to a sync
             ``connection``.
         prefix: Prepended to every key (a namespace per application or environment).
-        **options: Passed to the clients built from a URL (e.g. ``socket_timeout`` in
-            seconds, ``password``); defaults: 2 s socket timeouts, two quick retries.
+        timeout: Seconds within which a call on a client built from a URL fails
+            (connect and read timeouts); also ``?timeout=`` in a store URL. Clients
+            you pass in keep their own settings.
+        **options: Passed to the clients built from a URL (e.g. ``password``, or
+            ``socket_timeout`` to override ``timeout`` for reads).
 
     Raises:
-        ConfigurationError: ``connection`` is none of the above, or ``prefix`` is empty.
+        ConfigurationError: ``connection`` is none of the above, ``prefix`` is empty
+            or ``timeout`` is not positive.
     """
 
     def __init__(
@@ -124,17 +136,22 @@ class RedisStore:
         *,
         aconnection: redis.asyncio.Redis | redis.asyncio.ConnectionPool | None = None,
         prefix: str = DEFAULT_PREFIX,
+        timeout: float = 5.0,
         **options: Any,
     ) -> None:
         if not prefix:
             raise ConfigurationError("RedisStore needs a non-empty key prefix")
+        if not timeout > 0:
+            raise ConfigurationError("RedisStore timeout must be > 0 seconds")
         self.prefix = prefix
+        self._timeout = timeout
         self._url: str | None = None
         self._options = options
         client: redis.Redis | None = None
         if isinstance(connection, str):
             self._url = connection
-            client = redis.Redis.from_url(connection, **{**_default_options(Retry), **options})
+            defaults = _default_options(Retry, timeout)
+            client = redis.Redis.from_url(connection, **{**defaults, **options})
         elif isinstance(connection, redis.Redis):
             client = connection
         elif isinstance(connection, redis.ConnectionPool):
@@ -158,12 +175,14 @@ class RedisStore:
             self._release = client.register_script(_RELEASE)
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisStore:
+    def from_url(
+        cls, url: str, *, prefix: str = DEFAULT_PREFIX, timeout: float = 5.0, **options: Any
+    ) -> RedisStore:
         """A store on the Redis server at ``url``; see the class for ``options``."""
-        return cls(url, prefix=prefix, **options)
+        return cls(url, prefix=prefix, timeout=timeout, **options)
 
     def __repr__(self) -> str:
-        where = "url" if self._url is not None else "client"
+        where = "client" if self._url is None else repr(redact_url(self._url))
         return f"RedisStore({where}, prefix={self.prefix!r})"
 
     # -- sync -------------------------------------------------------------------------
@@ -204,7 +223,7 @@ class RedisStore:
         loop = asyncio.get_running_loop()
         scripts = self._per_loop.get(loop)
         if scripts is None:
-            options = {**_default_options(AsyncRetry), **self._options}
+            options = {**_default_options(AsyncRetry, self._timeout), **self._options}
             scripts = _AsyncScripts(redis.asyncio.Redis.from_url(self._url, **options))
             self._per_loop[loop] = scripts
         return scripts

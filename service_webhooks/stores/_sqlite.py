@@ -1,10 +1,10 @@
 """SQLite idempotency store: the embedded default, durable across restarts.
 
 Safe across threads (one connection per thread) and across processes on one machine
-(WAL journal, a busy timeout, and claims made by one atomic ``INSERT … ON CONFLICT DO
-UPDATE … WHERE expired`` statement). Not for several machines: use the Redis or
-PostgreSQL store there. Expired rows are pruned every ``prune_every`` claims and by
-:meth:`SQLiteStore.prune`.
+(WAL journal, a busy timeout, and claims made by one atomic ``INSERT … ON CONFLICT
+DO UPDATE … WHERE expired OR renewed by its owner`` statement). Not for several
+machines: use the Redis or PostgreSQL store there. Expired rows are pruned every
+``prune_every`` claims and by :meth:`SQLiteStore.prune`.
 
 Schema (created on first use)::
 
@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
 _CLAIM = f"""
 INSERT INTO {_TABLE} (key, state, token, expires_at) VALUES (?1, 'in_flight', ?2, ?3)
 ON CONFLICT (key) DO UPDATE SET state = 'in_flight', token = ?2, expires_at = ?3
-WHERE {_TABLE}.expires_at <= ?4"""
+WHERE {_TABLE}.expires_at <= ?4
+    OR ({_TABLE}.state = 'in_flight' AND {_TABLE}.token = ?2)"""
 _STATE = f"SELECT state FROM {_TABLE} WHERE key = ?1 AND expires_at > ?2"
 _COMPLETE = f"""
 INSERT INTO {_TABLE} (key, state, token, expires_at) VALUES (?1, 'done', ?2, ?3)
@@ -105,6 +106,16 @@ class SQLiteStore(SyncStore):
             with self._lock:
                 self._connections.append(connection)
         return connection
+
+    def create_schema(self) -> None:
+        """Create the database file and its table now if missing (idempotent).
+
+        Optional: every connection creates them on first use anyway.
+
+        Raises:
+            sqlite3.Error: The file cannot be created or opened.
+        """
+        self._connection()
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         now = self._now()

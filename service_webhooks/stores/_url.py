@@ -10,15 +10,16 @@ URL                                                store
 =================================================  ==========================================
 
 Redis URLs accept ``?prefix=…`` (the key prefix); PostgreSQL URLs accept ``?table=…``
-(optionally ``schema.table``). Every other query parameter is passed to the driver as
-part of the URL. The PostgreSQL table is not created here: call
-:meth:`~.postgres.PostgresStore.create_schema` once (``create_schema=True`` does it
-now).
+(optionally ``schema.table``); both accept ``?timeout=SECONDS`` (how long a store call
+may take before it fails, 5 by default). Every other query parameter is passed to the driver as
+part of the URL. The PostgreSQL table is created on first use
+(``create_schema=True`` creates it now, to fail early).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
@@ -43,7 +44,8 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
 
     Args:
         url: ``memory``, ``sqlite:PATH``, a Redis URL or a PostgreSQL URL.
-        create_schema: For PostgreSQL, create the table now if missing.
+        create_schema: For PostgreSQL, create the table now if missing (else it is
+            created on first use).
 
     Raises:
         ConfigurationError: An unknown scheme or a missing path; the message shows
@@ -67,13 +69,15 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
     if scheme in _REDIS_SCHEMES:
         from ._redis import DEFAULT_PREFIX, RedisStore
 
-        rest, options = _pop_query(text, "prefix")
-        return RedisStore.from_url(rest, prefix=options.get("prefix", DEFAULT_PREFIX))
+        rest, options = _pop_query(text, "prefix", "timeout")
+        prefix = options.get("prefix", DEFAULT_PREFIX)
+        return RedisStore.from_url(rest, prefix=prefix, timeout=_seconds(options, 5.0))
     if scheme in _POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
-        rest, options = _pop_query(text, "table")
-        store = PostgresStore.from_url(rest, table=options.get("table", DEFAULT_TABLE))
+        rest, options = _pop_query(text, "table", "timeout")
+        table = options.get("table", DEFAULT_TABLE)
+        store = PostgresStore.from_url(rest, table=table, timeout=_seconds(options, 5.0))
         if create_schema:
             store.create_schema()
         return store
@@ -84,39 +88,25 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
 
 
 def redact_url(url: str) -> str:
-    """``url`` safe to print or log: the userinfo password becomes ``***``.
+    """``url`` safe to print or log: every password in it becomes ``***``.
 
     ``redis://:s3cret@host:6379/0`` -> ``redis://:***@host:6379/0``;
     ``postgresql://app:s3cret@db/app`` -> ``postgresql://app:***@db/app``. Query
-    parameters that carry a secret (``password``, ``token``, ...) are masked too. A
-    string that is not a URL with a network location (``memory``, ``sqlite:PATH``) is
-    returned unchanged. Never raises: a URL too broken to parse is reduced to its
-    scheme.
+    parameters that carry a secret (``password``, ``token``, ...) and a ``password=…``
+    field of a libpq key/value connection string are masked too. Anything else is
+    returned unchanged (``memory``, ``sqlite:PATH``). Never raises.
     """
     if "://" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url.partition("://")[0] + "://" + _REDACTED
-    netloc = parts.netloc
-    if password is not None:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:{_REDACTED}@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(name.lower() in _SECRET_PARAMETERS for name, _ in pairs):
-            query = urlencode(
-                [
-                    (name, _REDACTED if name.lower() in _SECRET_PARAMETERS else value)
-                    for name, value in pairs
-                ],
-                safe="*",
-            )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+        return _PASSWORD_FIELD.sub(r"\1***", url)
+    scheme, _, rest = url.partition("://")
+    before_query = rest.split("?", 1)[0].split("#", 1)[0]
+    at = before_query.rfind("@")  # the last "@" ends the userinfo, even in a bad password
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at:]
+        if ":" in userinfo:
+            userinfo = userinfo.partition(":")[0] + ":" + _REDACTED
+        rest = userinfo + rest
+    return scheme + "://" + _SECRET_PARAM.sub(r"\1" + _REDACTED, rest)
 
 
 def store_from_env(default: str = "sqlite:service_webhooks.sqlite3") -> IdempotencyStore:
@@ -126,6 +116,19 @@ def store_from_env(default: str = "sqlite:service_webhooks.sqlite3") -> Idempote
         ConfigurationError: As :func:`store_from_url`.
     """
     return store_from_url(os.environ.get(ENV_VAR) or default)
+
+
+def _seconds(options: dict[str, str], default: float) -> float:
+    text = options.get("timeout")
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(f"a store URL's timeout must be seconds > 0, not {text[:20]!r}")
+    return seconds
 
 
 def _pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
@@ -139,3 +142,7 @@ def _pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
         else:
             kept.append((name, value))
     return urlunsplit(parts._replace(query=urlencode(kept))), ours
+
+
+_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=)[^&#]*")
+_PASSWORD_FIELD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")

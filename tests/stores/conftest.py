@@ -7,11 +7,20 @@ To plug in a backend, add a factory to ``BACKENDS``: it receives the pytest
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -112,3 +121,111 @@ def store(request: pytest.FixtureRequest) -> IdempotencyStore:
     factory = BACKENDS[request.param]
     result: IdempotencyStore = factory(request)
     return result
+
+
+# -- private servers a test may freeze (the shared servers are never touched) -----------
+
+
+@dataclass
+class Frozen:
+    """A throwaway server: ``freeze()`` SIGSTOPs every process of it, ``thaw()`` resumes."""
+
+    url: str
+    pids: Callable[[], list[int]]
+
+    def freeze(self) -> None:
+        for pid in self.pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, alive: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError("the throwaway server exited before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on port {port} within {timeout} s")
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(stat).read_text().rpartition(")")[2].split()
+            if int(fields[1]) == parent:
+                found.append(int(Path(stat).parent.name))
+    return found
+
+
+Unavailable = Callable[[str, str], NoReturn]
+
+
+@pytest.fixture
+def frozen_redis(unavailable: Unavailable) -> Iterator[Frozen]:
+    """A private ``redis-server`` on a free port, stopped by its PID afterwards."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server", "not installed")
+    port = _free_port()
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    command += ["--appendonly", "no", "--logfile", ""]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+    server = Frozen(f"redis://127.0.0.1:{port}/0", lambda: [process.pid])
+    try:
+        _wait_for_port(port, lambda: process.poll() is None)
+        yield server
+    finally:
+        server.thaw()
+        process.kill()
+        process.wait(10)
+
+
+@pytest.fixture
+def frozen_postgres(unavailable: Unavailable) -> Iterator[Frozen]:
+    """A private PostgreSQL cluster (``initdb`` + ``pg_ctl``) on a free port."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    if not found:
+        unavailable("PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/pg_ctl")
+    binaries = Path(found[-1]).parent
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            unavailable("runuser", "needed to run initdb as the postgres user")
+        as_postgres = [runuser, "-u", "postgres", "--"]
+    root = Path(tempfile.mkdtemp(prefix="sw-pg-frozen-"))
+    data = root / "data"
+    if as_postgres:
+        shutil.chown(root, "postgres", "postgres")
+    port = _free_port()
+    initdb = [*as_postgres, str(binaries / "initdb"), "-D", str(data), "-U", "postgres"]
+    subprocess.run([*initdb, "--auth=trust", "--no-sync"], check=True, capture_output=True)
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    pg_ctl = [*as_postgres, str(binaries / "pg_ctl"), "-D", str(data), "-l", str(root / "log")]
+    subprocess.run([*pg_ctl, "-o", options, "-w", "start"], check=True, capture_output=True)
+
+    def pids() -> list[int]:
+        postmaster = int((data / "postmaster.pid").read_text().split()[0])
+        return [postmaster, *_children(postmaster)]
+
+    server = Frozen(f"postgresql://postgres@127.0.0.1:{port}/postgres", pids)
+    try:
+        yield server
+    finally:
+        server.thaw()
+        subprocess.run([*pg_ctl, "-m", "immediate", "-w", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -79,6 +79,63 @@ def test_done_record_expires_after_its_retention(store: IdempotencyStore, key: s
     assert store.claim(key, "b", LEASE) is ClaimState.NEW
 
 
+def test_claiming_again_with_the_same_token_renews_the_claim(
+    store: IdempotencyStore, key: str
+) -> None:
+    assert store.claim(key, "owner", LEASE) is ClaimState.NEW
+    assert store.claim(key, "owner", LEASE) is ClaimState.NEW  # a renewal, not a duplicate
+    assert store.claim(key, "other", LEASE) is ClaimState.IN_FLIGHT
+    assert store.release(key, "owner") is True  # still the owner's claim
+    assert store.claim(key, "other", LEASE) is ClaimState.NEW
+
+
+def test_renewal_moves_the_expiry_past_the_first_lease(store: IdempotencyStore, key: str) -> None:
+    assert store.claim(key, "owner", 1.0) is ClaimState.NEW
+    time.sleep(0.6)
+    assert store.claim(key, "owner", 1.0) is ClaimState.NEW
+    time.sleep(0.6)  # past the first lease's end, inside the renewed one
+    assert store.claim(key, "retry", LEASE) is ClaimState.IN_FLIGHT
+    assert store.complete(key, "owner", RETAIN) is True
+    assert store.claim(key, "retry", LEASE) is ClaimState.DONE
+
+
+def test_renewal_after_the_lease_ran_out_unclaimed_keeps_the_claim(
+    store: IdempotencyStore, key: str
+) -> None:
+    assert store.claim(key, "owner", 0.2) is ClaimState.NEW
+    time.sleep(0.35)
+    assert store.claim(key, "owner", LEASE) is ClaimState.NEW
+    assert store.claim(key, "retry", LEASE) is ClaimState.IN_FLIGHT
+
+
+def test_renewal_cannot_take_back_a_claim_another_token_took_over(
+    store: IdempotencyStore, key: str
+) -> None:
+    assert store.claim(key, "slow", 0.2) is ClaimState.NEW
+    time.sleep(0.35)
+    assert store.claim(key, "retry", LEASE) is ClaimState.NEW
+    assert store.claim(key, "slow", LEASE) is ClaimState.IN_FLIGHT
+    assert store.release(key, "slow") is False
+    assert store.complete(key, "retry", RETAIN) is True
+
+
+def test_renewing_a_done_key_leaves_it_done(store: IdempotencyStore, key: str) -> None:
+    store.claim(key, "owner", LEASE)
+    assert store.complete(key, "owner", RETAIN) is True
+    assert store.claim(key, "owner", LEASE) is ClaimState.DONE
+    assert store.claim(key, "other", LEASE) is ClaimState.DONE
+
+
+async def test_async_renewal_follows_the_same_contract(store: IdempotencyStore, key: str) -> None:
+    assert await store.aclaim(key, "owner", 1.0) is ClaimState.NEW
+    await asyncio.sleep(0.6)
+    assert await store.aclaim(key, "owner", 1.0) is ClaimState.NEW
+    await asyncio.sleep(0.6)
+    assert await store.aclaim(key, "retry", LEASE) is ClaimState.IN_FLIGHT
+    assert await store.acomplete(key, "owner", RETAIN) is True
+    assert await store.aclaim(key, "owner", LEASE) is ClaimState.DONE
+
+
 def test_keys_are_independent(store: IdempotencyStore, key: str) -> None:
     assert store.claim(key + "-1", "a", LEASE) is ClaimState.NEW
     assert store.claim(key + "-2", "a", LEASE) is ClaimState.NEW

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -169,4 +170,61 @@ def test_statement_timeout_joins_the_options_of_the_url(admin: Admin) -> None:
             for name in ("synchronous_commit", "statement_timeout")
         ]
     assert settings == [("off",), ("2500ms",)]
+    store.close()
+
+
+def test_a_store_given_by_url_creates_its_table_on_first_use(admin: Admin, schema: str) -> None:
+    from service_webhooks.stores._url import store_from_url
+
+    store: Any = store_from_url(f"{URL}?table={schema}.keys")  # no create_schema()
+    assert store.claim("k", "t", 60) is ClaimState.NEW
+    assert store.claim("k", "other", 60) is ClaimState.IN_FLIGHT
+    assert admin.execute(f"SELECT key FROM {schema}.keys").fetchall() == [("k",)]  # noqa: S608
+    store.close()
+
+
+async def test_the_async_twins_create_the_table_on_first_use(admin: Admin, schema: str) -> None:
+    store = PostgresStore(URL, table=f"{schema}.keys")
+    assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+    assert await store.acomplete("k", "t", 3600) is True
+    assert admin.execute(f"SELECT state FROM {schema}.keys").fetchall() == [("done",)]  # noqa: S608
+    await store.aclose()
+
+
+def test_first_uses_racing_from_many_stores_create_the_table_once(
+    admin: Admin, schema: str
+) -> None:
+    stores = [PostgresStore(URL, table=f"{schema}.keys", max_size=1) for _ in range(8)]
+    barrier = threading.Barrier(len(stores))
+    results: list[object] = []
+
+    def first_claim(store: PostgresStore) -> None:
+        barrier.wait()
+        try:
+            results.append(store.claim("same", f"t{id(store)}", 60))
+        except Exception as error:  # reported below
+            results.append(error)
+
+    threads = [threading.Thread(target=first_claim, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(map(str, results)) == sorted(
+        [str(ClaimState.NEW)] + [str(ClaimState.IN_FLIGHT)] * (len(stores) - 1)
+    )
+    for store in stores:
+        store.close()
+
+
+def test_a_table_that_cannot_be_created_names_the_fix(admin: Admin) -> None:
+    missing = f"sw_missing_{uuid.uuid4().hex[:12]}"  # a schema that does not exist
+    store = PostgresStore("postgresql://postgres:hunter2@127.0.0.1:5432/test", table=f"{missing}.k")
+    with pytest.raises(ConfigurationError) as caught:
+        store.claim("k", "t", 60)
+    message = str(caught.value)
+    assert f"{missing}.k" in message
+    assert "create_schema()" in message
+    assert "InvalidSchemaName" in message
+    assert "hunter2" not in message
     store.close()

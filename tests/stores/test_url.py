@@ -73,3 +73,40 @@ def test_env_var_wins_over_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path
     store = store_from_env(f"sqlite:{tmp_path / 'k.sqlite3'}")
     assert isinstance(store, SQLiteStore)
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "redacted"),
+    [
+        ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("postgresql://app:hunter2@db/webhooks", "postgresql://app:***@db/webhooks"),
+        ("rediss://user:hunter2@cache/1?prefix=x", "rediss://user:***@cache/1?prefix=x"),
+        ("postgresql://app:hun/ter2@db/w", "postgresql://app:***@db/w"),  # unescaped "/"
+        (
+            "postgresql://app@db/w?password=hunter2&sslmode=require",
+            "postgresql://app@db/w?password=***&sslmode=require",
+        ),
+        ("host=db user=app password=hunter2", "host=db user=app password=***"),
+        ("host=db password='hunter 2' user=app", "host=db password=*** user=app"),
+        ("postgresql://app@db/webhooks", "postgresql://app@db/webhooks"),
+        ("redis://cache:6379/0", "redis://cache:6379/0"),
+        ("sqlite:/var/lib/a@b.sqlite3", "sqlite:/var/lib/a@b.sqlite3"),
+        ("memory", "memory"),
+    ],
+)
+def test_redact_url_hides_only_the_password(url: str, redacted: str) -> None:
+    from service_webhooks.stores._url import redact_url
+
+    assert redact_url(url) == redacted
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://:hunter2@cache.internal:6379/0", "postgresql://app:hunter2@db.internal/w"]
+)
+def test_store_reprs_show_where_but_never_the_password(url: str) -> None:
+    pytest.importorskip("redis" if url.startswith("redis") else "psycopg")
+    store = store_from_url(url)
+    text = repr(store)
+    assert "hunter2" not in text
+    assert ".internal" in text
+    assert "***" in text

@@ -1,0 +1,167 @@
+"""A store server that stops answering (SIGSTOP: connections stay open, the kernel keeps
+acknowledging) makes every store call fail within the store's ``timeout``.
+
+The servers frozen here are private throwaway servers on free ports; the shared ones
+are never touched. The bound checked (8 s for a 1-5 s timeout) is a bound on a hang,
+not a timing measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from service_webhooks.stores import ClaimState
+from service_webhooks.stores._url import store_from_url
+
+pytestmark = pytest.mark.services
+
+BOUND = 8.0
+
+
+def raises_within(seconds: float, call: Callable[[], object]) -> BaseException:
+    """Run ``call`` in a daemon thread; return what it raised, failing the test if it
+    returned or was still blocked after ``seconds``."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as error:
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        pytest.fail(f"the store call was still blocked after {seconds} s")
+    error = outcome[0]
+    if error is None:
+        pytest.fail("the store call returned instead of failing")
+    return error
+
+
+class _MidRun:
+    """One call that works, then the server freezes, then the call under test.
+
+    The async twin runs in a loop of its own that is closed only by :meth:`close`,
+    after the server was thawed: closing it while frozen would wait on the pool's
+    reconnection tasks, which is loop teardown, not the store call under test.
+    """
+
+    def __init__(self, server: Any, url: str) -> None:
+        self.server = server
+        self.store: Any = store_from_url(url)
+        if url.startswith("postgresql"):
+            self.store.create_schema()
+        self.loop = asyncio.new_event_loop()
+
+    def sync(self) -> object:
+        assert self.store.claim("before", "t", 30) is ClaimState.NEW
+        self.server.freeze()
+        return self.store.claim("during", "t", 30)
+
+    async def _both(self) -> object:
+        assert await self.store.aclaim("before", "t", 30) is ClaimState.NEW
+        self.server.freeze()
+        return await self.store.aclaim("during", "t", 30)
+
+    def call(self, mode: str) -> Callable[[], object]:
+        return self.sync if mode == "sync" else lambda: self.loop.run_until_complete(self._both())
+
+    def close(self) -> None:
+        self.server.thaw()
+        self.loop.run_until_complete(self.store.aclose())
+        self.loop.close()
+        self.store.close()
+
+
+@pytest.fixture
+def mid_run() -> Iterator[Callable[[Any, str], _MidRun]]:
+    made: list[_MidRun] = []
+
+    def make(server: Any, url: str) -> _MidRun:
+        made.append(_MidRun(server, url))
+        return made[-1]
+
+    yield make
+    for run in made:
+        run.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_redis_call_on_a_frozen_server_fails_within_the_url_timeout(
+    frozen_redis: Any, mid_run: Any, mode: str
+) -> None:
+    import redis
+
+    run = mid_run(frozen_redis, frozen_redis.url + "?timeout=1")
+    error = raises_within(BOUND, run.call(mode))
+    assert isinstance(error, redis.exceptions.TimeoutError), repr(error)
+
+
+def test_redis_default_timeout_bounds_a_frozen_server(frozen_redis: Any, mid_run: Any) -> None:
+    import redis
+
+    error = raises_within(BOUND, mid_run(frozen_redis, frozen_redis.url).call("sync"))
+    assert isinstance(error, redis.exceptions.TimeoutError), repr(error)
+
+
+def test_redis_store_answers_again_after_the_server_resumes(
+    frozen_redis: Any, mid_run: Any
+) -> None:
+    run = mid_run(frozen_redis, frozen_redis.url + "?timeout=1")
+    raises_within(BOUND, run.call("sync"))
+    frozen_redis.thaw()
+    assert run.store.claim("after", "t", 30) is ClaimState.NEW
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_postgres_call_on_a_frozen_server_fails_within_the_url_timeout(
+    frozen_postgres: Any, mid_run: Any, mode: str
+) -> None:
+    run = mid_run(frozen_postgres, frozen_postgres.url + "?timeout=1")
+    error = raises_within(BOUND, run.call(mode))
+    assert isinstance(error, TimeoutError), repr(error)
+    assert "did not answer within 1 s" in str(error)
+
+
+def test_postgres_default_timeout_bounds_a_frozen_server(
+    frozen_postgres: Any, mid_run: Any
+) -> None:
+    error = raises_within(BOUND, mid_run(frozen_postgres, frozen_postgres.url).call("sync"))
+    assert isinstance(error, TimeoutError), repr(error)
+
+
+def test_postgres_first_call_on_a_frozen_server_fails_within_the_timeout(
+    frozen_postgres: Any,
+) -> None:
+    from psycopg_pool import PoolTimeout
+
+    from service_webhooks.stores._postgres import PostgresStore
+
+    store = PostgresStore(frozen_postgres.url, timeout=1)
+    frozen_postgres.freeze()  # no connection was opened yet: the connect itself hangs
+    error = raises_within(BOUND, lambda: store.claim("first", "t", 30))
+    assert isinstance(error, PoolTimeout), repr(error)
+    frozen_postgres.thaw()
+    store.close()
+
+
+def test_postgres_store_answers_again_after_the_server_resumes(frozen_postgres: Any) -> None:
+    from service_webhooks.stores._postgres import PostgresStore
+
+    store = PostgresStore(frozen_postgres.url, timeout=1, min_size=1, max_size=1)
+    store.create_schema()
+    assert store.claim("before", "t", 30) is ClaimState.NEW
+    frozen_postgres.freeze()
+    raises_within(BOUND, lambda: store.claim("during", "t", 30))
+    frozen_postgres.thaw()
+    assert store.claim("after", "t", 30) is ClaimState.NEW  # the broken connection was dropped
+    store.close()
