@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import logging
 import threading
 import time
@@ -326,7 +327,14 @@ def test_an_async_unit_of_work_under_aprocess(secret: str, signed: Signed) -> No
     receiver.on("note.created", lambda event: seen.append("handler"))
     assert asyncio.run(receiver.aprocess(*signed())).reason == "processed"
     assert seen == ["enter", "handler", "exit"]
-    sync_outcome = receiver.process(*signed(timestamp=int(time.time()) - 1))
+    other = json.dumps(
+        {
+            "eventName": "note.created",
+            "version": 1,
+            "data": {"id": "n-2", "author": "a", "text": "t"},
+        }
+    )
+    sync_outcome = receiver.process(*signed(other.encode()))
     assert sync_outcome.status == 500  # an async unit cannot run under process()
 
 
