@@ -18,7 +18,7 @@ from the raw body and runs your handlers::
 
 The delivery's idempotency claim happens before the enqueue, so a duplicated delivery
 is enqueued once. If the broker does not accept the message, :meth:`enqueue` raises
-:class:`HandoffError` and the receiver answers 5xx (the claim is released, so the
+:class:`HandoffError` (a :class:`~service_webhooks.RetryLater`) and the receiver answers 503 (the claim is released, so the
 service's retry enqueues again): never 2xx for an event that is not safely queued.
 With RabbitMQ, set ``broker_transport_options={"confirm_publish": True}`` so
 "accepted" means confirmed by the broker; Redis accepts synchronously.
@@ -30,19 +30,23 @@ each task then claims ``"task:" + idempotency key`` before running the handlers.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
-import secrets
 from typing import Any
 
 from ._dispatch import Router
 from ._envelope import decode_envelope
 from ._events import Event
-from ._exceptions import ConfigurationError, StoreError
-from ._idempotency import DEFAULT_LEASE, DEFAULT_RETENTION
+from ._exceptions import ConfigurationError, RetryLater
+from ._idempotency import (
+    DEFAULT_LEASE,
+    DEFAULT_RETENTION,
+    describe,
+    guard,
+    guard_release,
+    new_token,
+)
 from ._receiver import WebhookReceiver
-from .stores._base import ClaimState, IdempotencyStore
+from .stores import ClaimState, IdempotencyStore
 
 try:
     import celery  # type: ignore[import-untyped]
@@ -60,8 +64,8 @@ DEFAULT_TASK_NAME = "service_webhooks.handle_event"
 _RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
 
-class HandoffError(StoreError):
-    """The broker did not accept the event; the delivery must be retried (5xx)."""
+class HandoffError(RetryLater):
+    """The broker did not accept the event: the receiver answers 503 (retried later)."""
 
     reason = "handoff_failed"
 
@@ -151,7 +155,7 @@ class CeleryHandoff:
                 args=args, queue=self.queue, retry=True, retry_policy=self.retry_policy
             )
         except Exception as error:
-            logger.error("service_webhooks: enqueue to Celery failed: %s", type(error).__name__)
+            logger.error("service_webhooks: enqueue to Celery failed: %s", describe(error))
             raise HandoffError("the task queue did not accept the event") from error
 
     # -- the Celery worker -------------------------------------------------------------
@@ -178,30 +182,22 @@ class CeleryHandoff:
             idempotency_key,
             raw,
         )
-        handlers = self.router.handlers_for(event.name, event.version)
-        if not handlers:
+        if not self.router.handlers_for(event.name, event.version):
             return "unhandled"
-        token = secrets.token_hex(16)
-        key = "task:" + idempotency_key
-        if self.store is not None:
-            state = self.store.claim(key, token, self.lease)
-            if state is ClaimState.DONE:
-                return "duplicate"
-            if state is ClaimState.IN_FLIGHT:
-                raise HandoffError("the same event is running in another worker")
+        store = self.store
+        if store is None:
+            self.router.dispatch(event)
+            return "processed"
+        key, token = "task:" + idempotency_key, new_token()
+        state = guard(store.claim, key, token, self.lease)  # store down: StoreError, retried
+        if state is ClaimState.DONE:
+            return "duplicate"
+        if state is ClaimState.IN_FLIGHT:
+            raise HandoffError("the same event is running in another worker")
         try:
-            for registration in handlers:
-                result = registration.handler(event)
-                if inspect.isawaitable(result):
-                    asyncio.run(_await(result))
+            self.router.dispatch(event)
         except BaseException:
-            if self.store is not None:
-                self.store.release(key, token)
+            guard_release(store.release, key, token)
             raise
-        if self.store is not None:
-            self.store.complete(key, token, self.retention)
+        guard(store.complete, key, token, self.retention)
         return "processed"
-
-
-async def _await(awaitable: Any) -> None:
-    await awaitable
