@@ -18,8 +18,9 @@ from the raw body and runs your handlers::
 
 The delivery's idempotency claim happens before the enqueue, so a duplicated delivery
 is enqueued once. If the broker does not accept the message, :meth:`enqueue` raises
-:class:`HandoffError` (a :class:`~service_webhooks.RetryLater`) and the receiver answers 503 (the claim is released, so the
-service's retry enqueues again): never 2xx for an event that is not safely queued.
+:class:`HandoffError` (a :class:`~service_webhooks.RetryLater`) and the receiver
+answers 503 (the claim is released, so the service's retry enqueues again): never
+2xx for an event that is not safely queued.
 With RabbitMQ, set ``broker_transport_options={"confirm_publish": True}`` so
 "accepted" means confirmed by the broker; Redis accepts synchronously.
 
