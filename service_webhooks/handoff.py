@@ -30,13 +30,11 @@ each task then claims ``"task:" + idempotency key`` before running the handlers.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import secrets
 from typing import Any
 
-from ._dispatch import Router
+from ._dispatch import Router, run
 from ._envelope import decode_envelope
 from ._events import Event
 from ._exceptions import ConfigurationError, StoreError
@@ -190,10 +188,7 @@ class CeleryHandoff:
             if state is ClaimState.IN_FLIGHT:
                 raise HandoffError("the same event is running in another worker")
         try:
-            for registration in handlers:
-                result = registration.handler(event)
-                if inspect.isawaitable(result):
-                    asyncio.run(_await(result))
+            run(handlers, event)  # model= conversions included
         except BaseException:
             if self.store is not None:
                 self.store.release(key, token)
@@ -201,7 +196,3 @@ class CeleryHandoff:
         if self.store is not None:
             self.store.complete(key, token, self.retention)
         return "processed"
-
-
-async def _await(awaitable: Any) -> None:
-    await awaitable
