@@ -418,11 +418,39 @@ def _unknown_message(name: str, handler: Callable[..., object]) -> str:
 
 
 def _check_model(model: Any) -> None:
+    """Refuse a ``model`` msgspec cannot convert JSON values to (at registration)."""
     try:
-        msgspec.inspect.type_info(model)
+        info = msgspec.inspect.type_info(model)
         msgspec.json.Decoder(_Data[model])
     except (TypeError, ValueError) as error:
         raise ConfigurationError(f"model {model!r} is not a type msgspec can convert to") from error
+    custom = _custom_type(info, set())
+    if custom is not None:
+        raise ConfigurationError(
+            f"model {model!r} holds {custom!r}, a type msgspec cannot convert JSON values to"
+        )
+
+
+def _custom_type(node: object, seen: set[int]) -> object:
+    """The first class msgspec treats as custom (needs a ``dec_hook``) in ``node``."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, msgspec.inspect.CustomType):
+        return node.cls
+    if isinstance(node, msgspec.inspect.Field):
+        return _custom_type(node.type, seen)
+    if isinstance(node, tuple):
+        children: tuple[object, ...] = node
+    elif isinstance(node, msgspec.inspect.Type):
+        children = tuple(getattr(node, name) for name in node.__struct_fields__)
+    else:
+        return None
+    for child in children:
+        found = _custom_type(child, seen)
+        if found is not None:
+            return found
+    return None
 
 
 def _registration(handler: Handler, model: Any) -> Registration:
