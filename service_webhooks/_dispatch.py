@@ -61,7 +61,7 @@ import fnmatch
 import inspect
 import logging
 import re
-from collections.abc import Callable, Collection, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, overload
 
@@ -323,19 +323,23 @@ class Router:
         key = (event_name, version)
         found = self._cache.get(key)
         if found is None:
-            found = (
-                *self._specific.get(key, ()),
-                *self._specific.get((event_name, None), ()),
-                *(
-                    p.registration
-                    for p in self._patterns
-                    if (p.version is None or p.version == version) and p.matches(event_name)
-                ),
-                *self._catch_all,
-            )
+            found = self._lookup(event_name, version)
             if len(self._cache) < _CACHE_SIZE:
                 self._cache[key] = found
         return found
+
+    def _lookup(self, event_name: str, version: int) -> tuple[Registration, ...]:
+        """The uncached :meth:`handlers_for` (kept apart: its closure slows the hit path)."""
+        return (
+            *self._specific.get((event_name, version), ()),
+            *self._specific.get((event_name, None), ()),
+            *(
+                p.registration
+                for p in self._patterns
+                if (p.version is None or p.version == version) and p.matches(event_name)
+            ),
+            *self._catch_all,
+        )
 
     @property
     def error_hooks(self) -> tuple[ErrorHook, ...]:
@@ -507,20 +511,22 @@ def _events_for(handlers: tuple[Registration, ...], event: Event[Any]) -> tuple[
     return tuple(events)
 
 
-def _plan(handlers: tuple[Registration, ...], event: Event[Any]) -> Collection[Event[Any]]:
-    if all(registration.model is None for registration in handlers):
-        return [event] * len(handlers)
-    return _events_for(handlers, event)
-
-
 def run(handlers: tuple[Registration, ...], event: Event[Any]) -> None:
     """Call ``handlers`` in order from synchronous code; async ones run to the end.
 
     Raises:
         Unprocessable: ``event.data`` does not fit a handler's ``model`` (no handler ran).
     """
-    for registration, given in zip(handlers, _plan(handlers, event), strict=True):
-        result = registration.handler(given)
+    for registration in handlers:
+        if registration.model is not None:
+            events = _events_for(handlers, event)
+            for index, each in enumerate(handlers):
+                result = each.handler(events[index])
+                if result is not None:
+                    run_coroutine(result)
+            return
+    for registration in handlers:
+        result = registration.handler(event)
         if result is not None:  # a coroutine (an async handler), else ignored
             run_coroutine(result)
 
@@ -534,7 +540,13 @@ async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread:
     Raises:
         Unprocessable: ``event.data`` does not fit a handler's ``model`` (no handler ran).
     """
-    for registration, given in zip(handlers, _plan(handlers, event), strict=True):
+    events: tuple[Event[Any], ...] | None = None
+    for registration in handlers:
+        if registration.model is not None:
+            events = _events_for(handlers, event)
+            break
+    for index, registration in enumerate(handlers):
+        given = event if events is None else events[index]
         if registration.is_async:
             await registration.handler(given)  # type: ignore[misc]
             continue
