@@ -230,9 +230,11 @@ class Router:
             registration = _registration(function, model)
             unknown = [name for name in names if not self._known(name)]
             if unknown and self.strict:
-                raise ConfigurationError(_unknown_message(unknown[0], function))
+                raise ConfigurationError(_unknown_message(unknown[0], function, self._declared))
             for name in unknown:
-                logger.warning("service_webhooks: %s", _unknown_message(name, function))
+                logger.warning(
+                    "service_webhooks: %s", _unknown_message(name, function, self._declared)
+                )
             for name in names:
                 if is_pattern(name):
                     matches = re.compile(fnmatch.translate(name)).match
@@ -289,9 +291,11 @@ class Router:
     def unknown_event_names(self) -> dict[str, str | None]:
         """The names (not patterns) handlers are registered for that are neither in
         :data:`KNOWN_EVENT_NAMES` nor declared (likely typos), sorted, each mapped to
-        the closest known name or pattern (:func:`suggest_event_name`) or ``None``."""
+        the closest known or declared name or pattern (:func:`suggest_event_name`),
+        or ``None``."""
         names = sorted({name for name, _ in self._specific if not self._known(name)})
-        return {name: suggest_event_name(name) for name in names}
+        known = KNOWN_EVENT_NAMES | self._declared
+        return {name: suggest_event_name(name, known) for name in names}
 
     def remove(self, handler: Callable[..., object]) -> int:
         """Unregister ``handler`` (or error hook) everywhere; returns how many were removed.
@@ -409,9 +413,9 @@ def _names(event_name: object) -> tuple[str, ...]:
     return names  # type: ignore[return-value]  # checked above
 
 
-def _unknown_message(name: str, handler: Callable[..., object]) -> str:
+def _unknown_message(name: str, handler: Callable[..., object], declared: set[str]) -> str:
     label = getattr(handler, "__qualname__", None) or type(handler).__name__
-    suggestion = suggest_event_name(name)
+    suggestion = suggest_event_name(name, KNOWN_EVENT_NAMES | declared)
     hint = f"did you mean {suggestion!r}? " if suggestion else ""
     return (
         f"{label} is registered for {name!r}, which is not a known event name "

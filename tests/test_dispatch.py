@@ -378,6 +378,15 @@ def test_declaring_a_name_later_clears_it_from_the_unknown_names() -> None:
     assert router.unknown_event_names() == {}
 
 
+def test_declared_names_are_suggested_too(caplog: pytest.LogCaptureFixture) -> None:
+    router = Router()
+    router.declare("session.exported")
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        router.on("session.exproted", h1)
+    assert "did you mean 'session.exported'?" in caplog.records[0].getMessage()
+    assert router.unknown_event_names() == {"session.exproted": "session.exported"}
+
+
 @pytest.mark.parametrize("bad", ["", "note.*", 3])
 def test_declare_takes_names_only(bad: Any) -> None:
     with pytest.raises(ConfigurationError):
@@ -406,3 +415,8 @@ def test_the_receivers_strict_argument_builds_a_strict_router(secret: str) -> No
     with pytest.raises(ConfigurationError):
         receiver.on("note.craeted", h1)
     assert not WebhookReceiver(secrets=secret, store="memory").router.strict
+    shared = Router()
+    assert (
+        WebhookReceiver(secrets=secret, store="memory", router=shared, strict=True).router is shared
+    )
+    assert not shared.strict  # a given router keeps its own setting (documented)
