@@ -1,11 +1,50 @@
 """Handler registration and lookup: ``on``, ``on_any``, ``on_error``, ``remove``.
 
+What ``on`` subscribes to:
+
+* an event name, ``on("note.created")``;
+* a list of names, ``on(["note.created", "segment.trend.alert"])``: one registration
+  per name (a name listed twice counts once), ``version=`` and ``model=`` apply to each;
+* a glob pattern, ``on("note.*")``: any name holding ``*``, ``?`` or ``[`` is a pattern,
+  matched against the whole ``eventName`` with :func:`fnmatch.fnmatchcase`
+  (case-sensitive). ``*`` matches any run of characters *including dots*, so
+  ``"note.*"`` matches ``note.created`` and a future ``note.comment.added``, and
+  ``"segment.*"`` matches ``segment.trend.alert``. ``on("*")`` matches every event like
+  :meth:`Router.on_any`, but it runs in the pattern group (before the catch-all
+  handlers) and honours ``version=`` and ``model=``.
+
 The rule: a delivery of ``(eventName, version)`` runs, in registration order within
-each group,
+each group, from the most specific subscription to the least,
 
 1. the handlers registered for that event name *and that version*,
 2. then those registered for that event name with any version (``version=None``),
-3. then the catch-all handlers (``on_any``), which see every event.
+3. then the pattern handlers whose pattern matches the name (and whose ``version``,
+   if given, is the delivery's),
+4. then the catch-all handlers (``on_any``), which see every event.
+
+Each registration runs once: a handler subscribed both by name and by a pattern that
+matches it runs twice. The lookup is cached per ``(eventName, version)``.
+
+Names the spec does not list (spec §6.2 catalogue: :data:`KNOWN_EVENT_NAMES`, which the
+service says will grow) are accepted, since new events come without a new library
+release, but such a name is most often a typo (``"note.craeted"``) or a prefix meant as a
+pattern (``"note"``), and it would never match: the delivery would be answered
+``unhandled``. So registering one logs a WARNING on the ``service_webhooks`` logger that
+suggests the closest known name; ``Router(strict=True)`` raises
+:class:`~service_webhooks.ConfigurationError` instead. :meth:`Router.declare` names new
+events so they are accepted silently; patterns are never checked.
+
+``model=``: a handler registered with ``on(name, model=MyStruct)`` receives the event
+with ``data`` converted to ``MyStruct`` (any type msgspec can convert to: a Struct, a
+dataclass, ``list[Item]``...). It is meant for events this library has no model for,
+whose ``data`` arrives as plain JSON values: those are converted with
+:func:`msgspec.convert`. For an event the library already types (:data:`EVENT_MODELS`),
+``data`` is decoded again from the raw body, so fields the built-in model ignores reach
+your model too. Every model a delivery needs is converted once per delivery (shared by
+the handlers with the same model) and *before the first handler runs*, so data that does
+not fit fails the delivery with no handler's side effect: it raises
+:class:`~service_webhooks.Unprocessable` (answered 422; the service does not retry), with
+a message naming the model and msgspec's error.
 
 When no handler matches, the receiver applies its ``unhandled_status`` policy
 (200 by default: spec §6.2 says the list of events grows over time). A handler is a
@@ -17,15 +56,33 @@ plain functions ``hook(event, error)``, called after a handler raised.
 from __future__ import annotations
 
 import asyncio
+import difflib
+import fnmatch
 import inspect
-from collections.abc import Callable, Coroutine
+import logging
+import re
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar, overload
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
-from ._events import Event
-from ._exceptions import ConfigurationError
+import msgspec
 
-__all__ = ["ErrorHook", "Handler", "Registration", "Router", "arun", "run"]
+from ._events import EVENT_MODELS, Event
+from ._exceptions import ConfigurationError, Unprocessable
+
+__all__ = [
+    "KNOWN_EVENT_NAMES",
+    "ErrorHook",
+    "Handler",
+    "Registration",
+    "Router",
+    "arun",
+    "is_pattern",
+    "run",
+    "suggest_event_name",
+]
+
+logger = logging.getLogger("service_webhooks")
 
 Handler: TypeAlias = Callable[[Event[Any]], Coroutine[Any, Any, None] | None]
 """``handler(event) -> None``, sync or ``async``."""
@@ -34,14 +91,64 @@ ErrorHook: TypeAlias = Callable[[Event[Any], BaseException], None]
 """``hook(event, error) -> None``: told of every handler failure; must not raise."""
 
 H = TypeVar("H", bound=Handler)
+T = TypeVar("T")
+
+KNOWN_EVENT_NAMES: frozenset[str] = frozenset(name for name, _ in EVENT_MODELS)
+"""The event names of the spec's catalogue (spec §6.2): ``note.created``,
+``segment.trend.alert``."""
+
+_PATTERN_CHARACTERS = frozenset("*?[")
+_CACHE_SIZE = 4096  # unknown names come from the sender; stay bounded
+
+
+def is_pattern(name: str) -> bool:
+    """Whether ``name`` is a glob pattern: it holds ``*``, ``?`` or ``[``."""
+    return not _PATTERN_CHARACTERS.isdisjoint(name)
+
+
+def suggest_event_name(name: str, known: Iterable[str] = KNOWN_EVENT_NAMES) -> str | None:
+    """The subscription ``name`` was most likely meant to be, or ``None``.
+
+    ``"note.craeted"`` -> ``"note.created"`` (closest by :mod:`difflib`);
+    ``"note"`` -> ``"note.*"`` (a prefix of known names, meant as a pattern).
+    """
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    if any(candidate.startswith(name + ".") for candidate in names):
+        return name + ".*"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """One registered handler and whether calling it returns a coroutine."""
+    """One registered handler, whether calling it returns a coroutine, and its model.
+
+    Attributes:
+        handler: The handler.
+        is_async: Calling it returns a coroutine.
+        model: The type ``event.data`` is converted to before the call (``model=``),
+            or ``None`` to pass the event unchanged.
+    """
 
     handler: Handler
     is_async: bool
+    model: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class _PatternSubscription:
+    pattern: str
+    matches: Callable[[str], object]
+    version: int | None
+    registration: Registration
+
+
+class _Data(msgspec.Struct, Generic[T]):
+    """An envelope read for its ``data`` only (the other fields are ignored)."""
+
+    data: T
 
 
 def _is_async(handler: Callable[..., object]) -> bool:
@@ -50,41 +157,92 @@ def _is_async(handler: Callable[..., object]) -> bool:
 
 
 class Router:
-    """Maps ``(eventName, version)`` to the handlers to run, in order."""
+    """Maps ``(eventName, version)`` to the handlers to run, in order (see the module rule).
 
-    def __init__(self) -> None:
+    Args:
+        strict: Registering a handler for a name that is neither a known event name
+            (:data:`KNOWN_EVENT_NAMES` or :meth:`declare`) nor a pattern raises
+            :class:`~service_webhooks.ConfigurationError` instead of logging a warning.
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
         self._specific: dict[tuple[str, int | None], list[Registration]] = {}
+        self._patterns: list[_PatternSubscription] = []
         self._catch_all: list[Registration] = []
         self._error_hooks: list[ErrorHook] = []
+        self._declared: set[str] = set()
         self._cache: dict[tuple[str, int], tuple[Registration, ...]] = {}
 
-    @overload
-    def on(self, event_name: str, handler: H, *, version: int | None = None) -> H: ...
+    def __repr__(self) -> str:
+        return f"Router(strict={self.strict})"
+
     @overload
     def on(
-        self, event_name: str, handler: None = None, *, version: int | None = None
+        self,
+        event_name: str | Iterable[str],
+        handler: H,
+        *,
+        version: int | None = None,
+        model: Any = None,
+    ) -> H: ...
+    @overload
+    def on(
+        self,
+        event_name: str | Iterable[str],
+        handler: None = None,
+        *,
+        version: int | None = None,
+        model: Any = None,
     ) -> Callable[[H], H]: ...
     def on(
-        self, event_name: str, handler: H | None = None, *, version: int | None = None
+        self,
+        event_name: str | Iterable[str],
+        handler: H | None = None,
+        *,
+        version: int | None = None,
+        model: Any = None,
     ) -> H | Callable[[H], H]:
         """Register ``handler`` for ``event_name`` (as a call or as a decorator).
 
         Args:
-            event_name: The envelope's ``eventName``, e.g. ``"note.created"``.
+            event_name: The envelope's ``eventName`` (``"note.created"``), a glob
+                pattern (``"note.*"``) or a list of either; see the module docstring.
             handler: The handler; omit it to use ``on`` as a decorator.
             version: Only this payload version (spec §9); ``None`` for every version.
+            model: Convert ``event.data`` to this type (a msgspec Struct or anything
+                :func:`msgspec.convert` accepts) before calling ``handler``; data that
+                does not fit raises :class:`~service_webhooks.Unprocessable` (422).
 
         Raises:
-            ConfigurationError: ``event_name`` is empty, ``version`` is not a
-                positive int, or ``handler`` is not callable.
+            ConfigurationError: ``event_name`` is empty (or an empty list, or holds a
+                non-string), ``version`` is not a positive int, ``model`` is not a type
+                msgspec can convert to, ``handler`` is not callable, or (``strict``) a
+                name is neither known nor a pattern.
         """
-        if not isinstance(event_name, str) or not event_name:
-            raise ConfigurationError("event_name must be a non-empty string")
+        names = _names(event_name)
         if version is not None and (type(version) is not int or version < 1):
             raise ConfigurationError("version must be a positive int or None")
+        if model is not None:
+            _check_model(model)
 
         def register(function: H) -> H:
-            self._specific.setdefault((event_name, version), []).append(_registration(function))
+            registration = _registration(function, model)
+            unknown = [name for name in names if not self._known(name)]
+            if unknown and self.strict:
+                raise ConfigurationError(_unknown_message(unknown[0], function, self._declared))
+            for name in unknown:
+                logger.warning(
+                    "service_webhooks: %s", _unknown_message(name, function, self._declared)
+                )
+            for name in names:
+                if is_pattern(name):
+                    matches = re.compile(fnmatch.translate(name)).match
+                    self._patterns.append(
+                        _PatternSubscription(name, matches, version, registration)
+                    )
+                else:
+                    self._specific.setdefault((name, version), []).append(registration)
             self._cache.clear()
             return function
 
@@ -95,13 +253,13 @@ class Router:
     @overload
     def on_any(self, handler: None = None) -> Callable[[H], H]: ...
     def on_any(self, handler: H | None = None) -> H | Callable[[H], H]:
-        """Register a catch-all handler: it runs for every event, after the specific ones.
+        """Register a catch-all handler: it runs for every event, after the others.
 
         Unknown event names reach it with their raw decoded ``data`` (spec §6.2).
         """
 
         def register(function: H) -> H:
-            self._catch_all.append(_registration(function))
+            self._catch_all.append(_registration(function, None))
             self._cache.clear()
             return function
 
@@ -118,8 +276,32 @@ class Router:
         self._error_hooks.append(hook)
         return hook
 
+    def declare(self, *event_names: str) -> None:
+        """Name events the spec's catalogue does not list yet, so subscribing to them
+        is neither warned about nor (``strict``) refused.
+
+        Raises:
+            ConfigurationError: A name is empty or is a pattern.
+        """
+        for name in event_names:
+            if not isinstance(name, str) or not name or is_pattern(name):
+                raise ConfigurationError(f"declare() takes event names, got {name!r}")
+        self._declared.update(event_names)
+
+    def unknown_event_names(self) -> dict[str, str | None]:
+        """The names (not patterns) handlers are registered for that are neither in
+        :data:`KNOWN_EVENT_NAMES` nor declared (likely typos), sorted, each mapped to
+        the closest known or declared name or pattern (:func:`suggest_event_name`),
+        or ``None``."""
+        names = sorted({name for name, _ in self._specific if not self._known(name)})
+        known = KNOWN_EVENT_NAMES | self._declared
+        return {name: suggest_event_name(name, known) for name in names}
+
     def remove(self, handler: Callable[..., object]) -> int:
-        """Unregister ``handler`` (or error hook) everywhere; returns how many were removed."""
+        """Unregister ``handler`` (or error hook) everywhere; returns how many were removed.
+
+        Every subscription counts: by name, by pattern, catch-all, error hook.
+        """
         removed = 0
         for key in list(self._specific):
             kept = [r for r in self._specific[key] if r.handler is not handler]
@@ -128,6 +310,9 @@ class Router:
                 self._specific[key] = kept
             else:
                 del self._specific[key]
+        kept_patterns = [p for p in self._patterns if p.registration.handler is not handler]
+        removed += len(self._patterns) - len(kept_patterns)
+        self._patterns = kept_patterns
         kept_any = [r for r in self._catch_all if r.handler is not handler]
         removed += len(self._catch_all) - len(kept_any)
         self._catch_all = kept_any
@@ -142,14 +327,23 @@ class Router:
         key = (event_name, version)
         found = self._cache.get(key)
         if found is None:
-            found = (
-                *self._specific.get(key, ()),
-                *self._specific.get((event_name, None), ()),
-                *self._catch_all,
-            )
-            if len(self._cache) < 4096:  # unknown names come from the sender; stay bounded
+            found = self._lookup(event_name, version)
+            if len(self._cache) < _CACHE_SIZE:
                 self._cache[key] = found
         return found
+
+    def _lookup(self, event_name: str, version: int) -> tuple[Registration, ...]:
+        """The uncached :meth:`handlers_for` (kept apart: its closure slows the hit path)."""
+        return (
+            *self._specific.get((event_name, version), ()),
+            *self._specific.get((event_name, None), ()),
+            *(
+                p.registration
+                for p in self._patterns
+                if (p.version is None or p.version == version) and p.matches(event_name)
+            ),
+            *self._catch_all,
+        )
 
     @property
     def error_hooks(self) -> tuple[ErrorHook, ...]:
@@ -172,6 +366,7 @@ class Router:
             How many handlers ran (0: no handler is registered for it).
 
         Raises:
+            Unprocessable: ``event.data`` does not fit a handler's ``model=``.
             Exception: Whatever a handler raised; the handlers after it do not run.
         """
         handlers = self.handlers_for(event.name, event.version)
@@ -195,17 +390,145 @@ class Router:
 
     def has_handlers(self) -> bool:
         """Whether any handler at all is registered (used by configuration checks)."""
-        return bool(self._specific or self._catch_all)
+        return bool(self._specific or self._patterns or self._catch_all)
+
+    def _known(self, name: str) -> bool:
+        return name in KNOWN_EVENT_NAMES or name in self._declared or is_pattern(name)
 
 
-def _registration(handler: Handler) -> Registration:
+def _names(event_name: object) -> tuple[str, ...]:
+    """``event_name`` as a tuple of distinct non-empty names, in the given order."""
+    names: tuple[object, ...]
+    if isinstance(event_name, str):
+        names = (event_name,)
+    elif isinstance(event_name, Iterable) and not isinstance(event_name, (bytes, bytearray)):
+        names = tuple(dict.fromkeys(event_name))
+        if not names:
+            raise ConfigurationError("event_name must not be an empty list")
+    else:
+        raise ConfigurationError("event_name must be a non-empty string or a list of them")
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError("event_name must be a non-empty string or a list of them")
+    return names  # type: ignore[return-value]  # checked above
+
+
+def _unknown_message(name: str, handler: Callable[..., object], declared: set[str]) -> str:
+    label = getattr(handler, "__qualname__", None) or type(handler).__name__
+    suggestion = suggest_event_name(name, KNOWN_EVENT_NAMES | declared)
+    hint = f"did you mean {suggestion!r}? " if suggestion else ""
+    return (
+        f"{label} is registered for {name!r}, which is not a known event name "
+        f"({hint}known: {', '.join(sorted(KNOWN_EVENT_NAMES))}); it runs only if the service "
+        f"sends exactly that name. Use a pattern such as 'note.*', or "
+        f"router.declare({name!r}) for an event the catalogue does not list yet"
+    )
+
+
+def _check_model(model: Any) -> None:
+    """Refuse a ``model`` msgspec cannot convert JSON values to (at registration)."""
+    try:
+        info = msgspec.inspect.type_info(model)
+        msgspec.json.Decoder(_Data[model])
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(f"model {model!r} is not a type msgspec can convert to") from error
+    custom = _custom_type(info, set())
+    if custom is not None:
+        raise ConfigurationError(
+            f"model {model!r} holds {custom!r}, a type msgspec cannot convert JSON values to"
+        )
+
+
+def _custom_type(node: object, seen: set[int]) -> object:
+    """The first class msgspec treats as custom (needs a ``dec_hook``) in ``node``."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, msgspec.inspect.CustomType):
+        return node.cls
+    if isinstance(node, msgspec.inspect.Field):
+        return _custom_type(node.type, seen)
+    if isinstance(node, tuple):
+        children: tuple[object, ...] = node
+    elif isinstance(node, msgspec.inspect.Type):
+        children = tuple(getattr(node, name) for name in node.__struct_fields__)
+    else:
+        return None
+    for child in children:
+        found = _custom_type(child, seen)
+        if found is not None:
+            return found
+    return None
+
+
+def _registration(handler: Handler, model: Any) -> Registration:
     if not callable(handler):
         raise ConfigurationError(f"handler must be callable, got {type(handler).__name__}")
-    return Registration(handler, _is_async(handler))
+    return Registration(handler, _is_async(handler), model)
+
+
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
+def _model_name(model: Any) -> str:
+    return getattr(model, "__qualname__", None) or repr(model)
+
+
+def _convert(event: Event[Any], model: Any) -> Event[Any]:
+    """``event`` with ``data`` converted to ``model``; raises ``Unprocessable``."""
+    data = event.data
+    try:
+        if isinstance(data, msgspec.Struct) and event.body:  # a built-in model: all fields
+            decoder = _decoders.get(model)
+            if decoder is None:
+                decoder = msgspec.json.Decoder(_Data[model])
+                if len(_decoders) < 256:
+                    _decoders[model] = decoder
+            converted = decoder.decode(event.body).data
+        else:
+            if isinstance(data, msgspec.Struct):
+                data = msgspec.to_builtins(data)
+            converted = msgspec.convert(data, model)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        message = f"{event.name} data does not fit {_model_name(model)}: {error}"
+        raise Unprocessable(message) from error
+    return msgspec.structs.replace(event, data=converted)
+
+
+def _events_for(handlers: tuple[Registration, ...], event: Event[Any]) -> tuple[Event[Any], ...]:
+    """The event each handler receives: converted once per model, all before any runs."""
+    converted: list[tuple[Any, Event[Any]]] = []
+    events: list[Event[Any]] = []
+    for registration in handlers:
+        model = registration.model
+        if model is None:
+            events.append(event)
+            continue
+        for seen, done in converted:
+            if seen is model or seen == model:
+                events.append(done)
+                break
+        else:
+            done = _convert(event, model)
+            converted.append((model, done))
+            events.append(done)
+    return tuple(events)
 
 
 def run(handlers: tuple[Registration, ...], event: Event[Any]) -> None:
-    """Call ``handlers`` in order from synchronous code; async ones run to the end."""
+    """Call ``handlers`` in order from synchronous code; async ones run to the end.
+
+    Raises:
+        Unprocessable: ``event.data`` does not fit a handler's ``model`` (no handler ran).
+    """
+    for registration in handlers:
+        if registration.model is not None:
+            events = _events_for(handlers, event)
+            for index, each in enumerate(handlers):
+                result = each.handler(events[index])
+                if result is not None:
+                    run_coroutine(result)
+            return
     for registration in handlers:
         result = registration.handler(event)
         if result is not None:  # a coroutine (an async handler), else ignored
@@ -217,15 +540,24 @@ async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread:
 
     A plain function that returns an awaitable anyway (a ``functools.partial`` of a
     coroutine function, say) has it awaited.
+
+    Raises:
+        Unprocessable: ``event.data`` does not fit a handler's ``model`` (no handler ran).
     """
+    events: tuple[Event[Any], ...] | None = None
     for registration in handlers:
+        if registration.model is not None:
+            events = _events_for(handlers, event)
+            break
+    for index, registration in enumerate(handlers):
+        given = event if events is None else events[index]
         if registration.is_async:
-            await registration.handler(event)  # type: ignore[misc]
+            await registration.handler(given)  # type: ignore[misc]
             continue
         if in_thread:
-            result = await asyncio.to_thread(registration.handler, event)
+            result = await asyncio.to_thread(registration.handler, given)
         else:
-            result = registration.handler(event)
+            result = registration.handler(given)
         if result is not None and inspect.isawaitable(result):
             await result
 

@@ -171,6 +171,10 @@ class WebhookReceiver:
             transaction.atomic()``). An exception from a handler passes through it
             before the claim is released. Under ``aprocess`` it may return an async
             context manager; under ``process`` it must be a plain one. Default: none.
+        strict: Build the router as ``Router(strict=True)``: registering a handler for an
+            unknown event name (neither catalogued, declared nor a pattern) raises
+            ``ConfigurationError`` instead of logging a warning. A given ``router``
+            keeps its own setting.
 
     Raises:
         ConfigurationError: Any argument out of range (messages never show secrets).
@@ -195,6 +199,7 @@ class WebhookReceiver:
         observers: Iterable[OutcomeObserver] = (),
         tracer: DeliveryTracer | None = None,
         unit_of_work: UnitOfWork | None = None,
+        strict: bool = False,
     ) -> None:
         if not tolerance >= 0:
             raise ConfigurationError("tolerance must be >= 0 seconds")
@@ -221,7 +226,7 @@ class WebhookReceiver:
         self._key_function = idempotency_key
         self._clock = clock
         self.store: IdempotencyStore = open_store(store)
-        self.router = router if router is not None else Router()
+        self.router = router if router is not None else Router(strict=strict)
         self.on = self.router.on
         self.on_any = self.router.on_any
         self.on_error = self.router.on_error

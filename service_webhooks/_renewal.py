@@ -9,8 +9,9 @@ contract treats a claim by the token that holds the key as a renewal (a new expi
 answer ``NEW``). Only a dead process stops renewing, so only its claim expires.
 
 One daemon thread per receiver does the renewing, started on first use; registering
-and unregistering a delivery costs a lock and a dict operation, and no store call is
-made for a delivery that finishes within a third of its lease (nearly all of them).
+and unregistering a delivery costs a dict operation each (no lock, no wake-up), and
+no store call is made for a delivery that finishes within a third of its lease
+(nearly all of them).
 It calls the store's blocking methods, so it serves ``process`` and ``aprocess``
 alike without touching the event loop.
 """
@@ -32,6 +33,11 @@ logger = logging.getLogger("service_webhooks")
 class Renewer:
     """Renews the claims registered with :meth:`add` every ``lease / 3`` seconds.
 
+    :meth:`add` and :meth:`remove` take no lock on the way (one dict operation each,
+    atomic under the GIL) and never wake the thread: a new claim is due one interval
+    from now, never before the claims already registered, and an idle thread sleeps
+    one interval at a time, so it is always awake in time.
+
     Args:
         store: The store holding the claims.
         lease: The claims' lease, in seconds.
@@ -41,22 +47,21 @@ class Renewer:
         self._store = store
         self._lease = lease
         self._interval = lease / 3
-        self._due: dict[str, tuple[str, float]] = {}  # token -> (key, due); due order
+        self._due: dict[str, tuple[str, float]] = {}  # token -> (key, due), in due order
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._renewing: str | None = None  # the token being renewed right now
 
     def add(self, key: str, token: str) -> None:
         """Start renewing ``token``'s claim on ``key``."""
-        with self._wake:
-            self._due[token] = (key, time.monotonic() + self._interval)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="service-webhooks-renewer", daemon=True
-                )
-                self._thread.start()
-            elif len(self._due) == 1:
-                self._wake.notify()
+        self._due[token] = (key, time.monotonic() + self._interval)
+        if self._thread is None:
+            with self._wake:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="service-webhooks-renewer", daemon=True
+                    )
+                    self._thread.start()
 
     def remove(self, token: str) -> None:
         """Stop renewing ``token``'s claim (its handlers finished).
@@ -64,33 +69,48 @@ class Renewer:
         Waits for a renewal of it that is under way, so that no renewal can follow
         the caller's release (it would claim the key again).
         """
-        with self._wake:
-            self._due.pop(token, None)
-            while self._renewing == token:
-                self._wake.wait()
+        self._due.pop(token, None)
+        if self._renewing == token:  # set before the renewer checks the token is here
+            with self._wake:
+                while self._renewing == token:
+                    self._wake.wait()
 
     def _run(self) -> None:
         while True:
-            with self._wake:
-                while not self._due:
-                    self._wake.wait()
-                token, (key, due) = next(iter(self._due.items()))
-                delay = due - time.monotonic()
-                if delay > 0:
-                    self._wake.wait(delay)
-                    continue
-                # renewed or not, it moves to the back: dues stay in insertion order
-                del self._due[token]
-                self._due[token] = (key, time.monotonic() + self._interval)
-                self._renewing = token
+            first = self._first()
+            if first is None:
+                time.sleep(self._interval)
+                continue
+            token, key, due = first
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+                continue
+            self._renewing = token  # first: a remove() from now on waits for this renewal
+            if self._due.pop(token, None) is None:
+                self._renewing = None  # removed meanwhile: nothing to renew
+                continue
+            self._due[token] = (key, time.monotonic() + self._interval)  # to the back
+            lost = False
             try:
                 lost = not self._renew(key, token)
             finally:
                 with self._wake:
-                    self._renewing = None
                     if lost:
                         self._due.pop(token, None)
+                    self._renewing = None
                     self._wake.notify_all()
+
+    def _first(self) -> tuple[str, str, float] | None:
+        """The registered claim due first, or ``None``."""
+        while True:
+            try:
+                token, (key, due) = next(iter(self._due.items()))
+            except StopIteration:
+                return None
+            except RuntimeError:  # resized by another thread while we looked: look again
+                continue
+            return token, key, due
 
     def _renew(self, key: str, token: str) -> bool:
         """Re-claim once; ``False`` when the claim is gone (stop renewing it)."""

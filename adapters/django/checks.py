@@ -4,6 +4,9 @@
 * ``service_webhooks.E002``: the settings do not build a receiver.
 * ``service_webhooks.W001``: a secret shorter than 32 bytes (spec §5.2: 256-512 bits).
 * ``service_webhooks.W002``: no handler registered (every event answered "unhandled").
+* ``service_webhooks.W003``: a handler registered for an event name that is neither in
+  the spec's catalogue, declared (``receiver.router.declare(name)``) nor a pattern: most
+  likely a typo, and its deliveries would be answered "unhandled". One per name.
 """
 
 from __future__ import annotations
@@ -53,6 +56,19 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 "No webhook handler is registered: every event is answered 'unhandled'.",
                 hint="Add @receiver.on('note.created') handlers in an installed app's webhooks.py.",
                 id="service_webhooks.W002",
+            )
+        )
+    for name, suggestion in project_receiver.router.unknown_event_names().items():
+        meant = f"Did you mean {suggestion!r}? " if suggestion else ""
+        found.append(
+            checks.Warning(
+                f"A webhook handler is registered for {name!r}, which is not a known event name.",
+                hint=(
+                    f"{meant}If the service sends {name!r} (a new event), declare it with "
+                    f"receiver.router.declare({name!r}) before registering."
+                ),
+                obj=name,
+                id="service_webhooks.W003",
             )
         )
     return found

@@ -101,6 +101,14 @@ def test_the_task_runs_every_handler_sync_and_async_without_a_store() -> None:
     assert len(calls) == 4
 
 
+def test_the_task_converts_data_for_handlers_registered_with_a_model() -> None:
+    handoff = CeleryHandoff(eager_app())
+    seen: list[Any] = []
+    handoff.on("note.*", lambda event: seen.append(event.data), model=dict[str, str])
+    assert handoff.run(*args_for(NOTE)) == "processed"
+    assert seen == [{"id": "n-1", "author": "a@b.c", "text": "t"}]
+
+
 def test_an_event_without_handlers_is_unhandled_and_claims_nothing() -> None:
     store = MemoryStore()
     handoff = CeleryHandoff(eager_app(), store=store)

@@ -62,6 +62,39 @@ def test_no_handler_is_a_warning() -> None:
         receiver.router = registered
 
 
+def test_a_handler_for_an_unknown_event_name_is_a_warning_with_a_hint() -> None:
+    def typo(event: Any) -> None: ...
+
+    receiver.on(["note.craeted", "note.*", "brand.new"], typo)  # logs two warnings too
+    try:
+        found = checks.run_checks(tags=["service_webhooks"])
+        assert [(m.id, m.obj) for m in found] == [
+            ("service_webhooks.W003", "brand.new"),
+            ("service_webhooks.W003", "note.craeted"),
+        ]
+        assert all(m.level == checks.WARNING for m in found)
+        assert "'note.created'" in (found[1].hint or "")
+        assert "declare('brand.new')" in (found[0].hint or "")
+        receiver.router.declare("brand.new")
+        assert ids() == ["service_webhooks.W003"]
+    finally:
+        receiver.remove(typo)
+    assert ids() == []
+
+
+def test_the_strict_setting_builds_a_strict_receiver() -> None:
+    from service_webhooks import ConfigurationError
+    from service_webhooks.adapters.django import conf
+
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": SECRET, "STORE": "memory", "STRICT": True}):
+        strict = conf.build_receiver()
+    assert strict.router.strict
+    with pytest.raises(ConfigurationError, match=r"note\.created"):
+        strict.on("note.craeted", lambda event: None)
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": SECRET, "STORE": "memory"}):
+        assert not conf.build_receiver().router.strict
+
+
 def test_the_project_receiver_without_secrets_refuses_everything(kit: ModuleType) -> None:
     from service_webhooks.adapters.django import conf
 

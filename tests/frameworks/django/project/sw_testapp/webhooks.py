@@ -8,6 +8,8 @@ from service_webhooks.adapters.django import receiver
 
 from .models import Delivery
 
+receiver.router.declare("test.raise", "test.refuse")  # test-only events, not in the catalogue
+
 
 @receiver.on("note.created")
 def note_created(event: Event[Any]) -> None:
