@@ -25,7 +25,16 @@ from typing import Any
 
 from service_webhooks import Outcome, WebhookReceiver
 
-__all__ = ["WebhookApp", "WebhookMiddleware", "webhook_routes"]
+__all__ = [
+    "ASGIApp",
+    "Message",
+    "Receive",
+    "Scope",
+    "Send",
+    "WebhookApp",
+    "WebhookMiddleware",
+    "webhook_routes",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -41,23 +41,14 @@ from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import Rule
 from werkzeug.wsgi import get_input_stream
 
-from service_webhooks import ConfigurationError, Outcome, Router, WebhookReceiver
+from service_webhooks import SETTINGS, ConfigurationError, Outcome, Router, WebhookReceiver
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
 EXTENSION_KEY = "service_webhooks"
 """Where :meth:`ServiceWebhooks.init_app` keeps the app's receiver: ``app.extensions[KEY]``."""
 
-CONFIG_KEYS: Mapping[str, str] = {
-    "SERVICE_WEBHOOKS_SECRETS": "secrets",
-    "SERVICE_WEBHOOKS_TOLERANCE": "tolerance",
-    "SERVICE_WEBHOOKS_STORE": "store",
-    "SERVICE_WEBHOOKS_MAX_BODY_SIZE": "max_body_size",
-    "SERVICE_WEBHOOKS_IDEMPOTENCY_KEY": "idempotency_key",
-    "SERVICE_WEBHOOKS_LEASE": "lease",
-    "SERVICE_WEBHOOKS_RETENTION": "retention",
-    "SERVICE_WEBHOOKS_UNHANDLED_STATUS": "unhandled_status",
-}
+CONFIG_KEYS: Mapping[str, str] = {f"SERVICE_WEBHOOKS_{key}": arg for key, arg in SETTINGS.items()}
 """``app.config`` key -> :class:`~service_webhooks.WebhookReceiver` argument. Only
 ``SERVICE_WEBHOOKS_SECRETS`` is required; ``SERVICE_WEBHOOKS_URL`` (default
 ``"/webhooks"``) is the rule the blueprint answers on."""

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
         Router,
     )
     from ._envelope import (
+        CONTENT_TYPE,
         MAX_BODY_SIZE,
         Envelope,
         decode_envelope,
+        encode_envelope,
     )
     from ._events import (
         EVENT_MODELS,
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
         Outcome,
     )
     from ._receiver import (
+        SETTINGS,
         AsyncBodyReader,
         BodyReader,
         Headers,
@@ -133,6 +136,9 @@ _EXPORTS: dict[str, str] = {
     "BodyReader": "._receiver",
     "Headers": "._receiver",
     "UnitOfWork": "._receiver",
+    "SETTINGS": "._receiver",
+    "CONTENT_TYPE": "._envelope",
+    "encode_envelope": "._envelope",
     "Router": "._dispatch",
     "SQLiteStore": ".stores",
     "Secret": "._credentials",
@@ -160,10 +166,12 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "CONTENT_TYPE",
     "DEFAULT_TOLERANCE",
     "EVENT_MODELS",
     "LOG_FIELDS",
     "MAX_BODY_SIZE",
+    "SETTINGS",
     "SIGNATURE_HEADER",
     "AsyncBodyReader",
     "BodyReader",
@@ -209,6 +217,7 @@ __all__ = [
     "as_resolver",
     "decode_envelope",
     "default_idempotency_key",
+    "encode_envelope",
     "generate_secret",
     "parse_signature_header",
     "sign",

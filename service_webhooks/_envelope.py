@@ -22,12 +22,39 @@ from typing import Annotated, Any, Union
 import msgspec
 
 from ._events import EVENT_MODELS
-from ._exceptions import EnvelopeError, PayloadTooLargeError
+from ._exceptions import ConfigurationError, EnvelopeError, PayloadTooLargeError
 
-__all__ = ["MAX_BODY_SIZE", "Envelope", "decode_envelope"]
+__all__ = ["CONTENT_TYPE", "MAX_BODY_SIZE", "Envelope", "decode_envelope", "encode_envelope"]
 
 MAX_BODY_SIZE = 1_048_576
 """Largest accepted body in bytes (spec §2.7 and §8: at most 1 megabyte)."""
+
+CONTENT_TYPE = "application/json; charset=utf-8"
+"""The ``Content-Type`` of a delivery (spec §6.1); receivers never reject on it."""
+
+
+def encode_envelope(name: str, data: Any, version: int = 1) -> bytes:
+    """Encode the envelope ``{"eventName": name, "version": version, "data": data}``.
+
+    Returns:
+        Compact UTF-8 JSON bytes.
+
+    Raises:
+        ConfigurationError: ``data`` is not JSON-encodable, ``name`` is empty or
+            ``version`` is not an ``int``.
+        PayloadTooLargeError: The body exceeds :data:`MAX_BODY_SIZE`.
+    """
+    if not name or not isinstance(name, str):
+        raise ConfigurationError("an event needs a non-empty eventName")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConfigurationError("version must be an int")
+    try:
+        body = msgspec.json.encode({"eventName": name, "version": version, "data": data})
+    except (TypeError, msgspec.EncodeError) as error:
+        raise ConfigurationError(f"event data is not JSON-encodable: {error}") from None
+    if len(body) > MAX_BODY_SIZE:
+        raise PayloadTooLargeError(f"envelope is {len(body)} bytes, over {MAX_BODY_SIZE}")
+    return body
 
 
 class _RawEnvelope(msgspec.Struct, frozen=True):

@@ -19,7 +19,7 @@ from typing import Any
 from ._exceptions import ConfigurationError, StoreError
 from ._reporting import printable
 from .stores._base import IdempotencyStore
-from .stores._sqlite import SQLiteStore
+from .stores._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
 from .stores._url import redact_url, store_from_url
 
 __all__ = [
@@ -43,9 +43,6 @@ DEFAULT_LEASE = 120.0
 
 DEFAULT_RETENTION = 72 * 3600.0
 """Seconds a processed key is remembered (events are retried for 24 h, spec §3.3)."""
-
-DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
-"""The idempotency store used when none is given: a SQLite file in the working directory."""
 
 
 def describe(error: BaseException) -> str:

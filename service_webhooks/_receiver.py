@@ -93,7 +93,7 @@ from ._signing import (
 )
 from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
 
-__all__ = ["WebhookReceiver"]
+__all__ = ["SETTINGS", "WebhookReceiver"]
 
 logger = logging.getLogger("service_webhooks")
 
@@ -132,6 +132,22 @@ class _Plan(msgspec.Struct, frozen=True):
     event: Event[Any]
     handlers: tuple[Registration, ...]
     token: str
+
+
+SETTINGS: dict[str, str] = {
+    "SECRETS": "secrets",
+    "TOLERANCE": "tolerance",
+    "STORE": "store",
+    "MAX_BODY_SIZE": "max_body_size",
+    "IDEMPOTENCY_KEY": "idempotency_key",
+    "LEASE": "lease",
+    "RETENTION": "retention",
+    "UNHANDLED_STATUS": "unhandled_status",
+    "STRICT": "strict",
+}
+"""Framework setting name -> :class:`WebhookReceiver` argument, the one table every
+adapter reads: Django's ``SERVICE_WEBHOOKS = {"SECRETS": ...}`` keys, Flask's
+``app.config["SERVICE_WEBHOOKS_SECRETS"]`` (prefixed)."""
 
 
 class WebhookReceiver:

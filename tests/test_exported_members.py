@@ -27,10 +27,12 @@ PUBLIC_MODULES = [
 ]
 
 TOP_LEVEL = [
+    "CONTENT_TYPE",
     "DEFAULT_TOLERANCE",
     "EVENT_MODELS",
     "LOG_FIELDS",
     "MAX_BODY_SIZE",
+    "SETTINGS",
     "SIGNATURE_HEADER",
     "AsyncBodyReader",
     "BodyReader",
@@ -76,6 +78,7 @@ TOP_LEVEL = [
     "as_resolver",
     "decode_envelope",
     "default_idempotency_key",
+    "encode_envelope",
     "generate_secret",
     "parse_signature_header",
     "sign",

@@ -28,22 +28,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import SimpleLazyObject
 from django.utils.module_loading import import_string
 
-from service_webhooks import WebhookReceiver
+from service_webhooks import SETTINGS, WebhookReceiver
 
 __all__ = ["SETTING", "build_receiver", "get_config", "receiver"]
 
 SETTING = "SERVICE_WEBHOOKS"
 _STORES = "service_webhooks.adapters.django.store."
-_ARGUMENTS = {
-    "SECRETS": "secrets",
-    "TOLERANCE": "tolerance",
-    "MAX_BODY_SIZE": "max_body_size",
-    "IDEMPOTENCY_KEY": "idempotency_key",
-    "LEASE": "lease",
-    "RETENTION": "retention",
-    "UNHANDLED_STATUS": "unhandled_status",
-    "STRICT": "strict",
-}
+_ARGUMENTS = {key: arg for key, arg in SETTINGS.items() if key != "STORE"}  # STORE: below
 
 
 def get_config() -> Mapping[str, Any]:

@@ -20,7 +20,7 @@ import copy
 import datetime
 import socket
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -33,7 +33,7 @@ from service_webhooks import (
     Handler,
     WebhookReceiver,
 )
-from service_webhooks.adapters.asgi import WebhookMiddleware
+from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
 from service_webhooks.stores import redact_url
 
 __all__ = ["listen"]
@@ -42,12 +42,6 @@ SECRET_ENVVAR = "SERVICE_WEBHOOKS_SECRET"  # noqa: S105 - a variable name, not a
 """Environment variable read when no ``--secret`` is given (whitespace-separated list)."""
 
 _SUMMARY_WIDTH = 100  # characters of compact JSON shown per event in readable mode
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 @click.command()

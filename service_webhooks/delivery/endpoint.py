@@ -27,10 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from .._credentials import Secret
-from .._exceptions import ConfigurationError, PayloadTooLargeError
+from .._envelope import MAX_BODY_SIZE, encode_envelope
+from .._exceptions import ConfigurationError
 
 __all__ = [
     "DEFAULT_ORGANIZATION",
@@ -40,9 +39,6 @@ __all__ = [
     "OutboundEvent",
     "encode_envelope",
 ]
-
-MAX_BODY_SIZE = 1024 * 1024
-"""Largest delivery body, bytes (spec §2.7, §6.1: 1 megabyte)."""
 
 SUBCATEGORY_EVENTS = frozenset({"segment.trend.alert"})
 """Event types whose subscription needs a ``subcategory`` (spec §2.6, §6.2)."""
@@ -56,30 +52,6 @@ _run = os.urandom(3).hex()
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{_run}{next(_ids):07d}"
-
-
-def encode_envelope(name: str, data: Any, version: int = 1) -> bytes:
-    """Encode the envelope ``{"eventName": name, "version": version, "data": data}``.
-
-    Returns:
-        Compact UTF-8 JSON bytes.
-
-    Raises:
-        ConfigurationError: ``data`` is not JSON-encodable, ``name`` is empty or
-            ``version`` is not an ``int``.
-        PayloadTooLargeError: The body exceeds :data:`MAX_BODY_SIZE`.
-    """
-    if not name or not isinstance(name, str):
-        raise ConfigurationError("an event needs a non-empty eventName")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise ConfigurationError("version must be an int")
-    try:
-        body = msgspec.json.encode({"eventName": name, "version": version, "data": data})
-    except (TypeError, msgspec.EncodeError) as error:
-        raise ConfigurationError(f"event data is not JSON-encodable: {error}") from None
-    if len(body) > MAX_BODY_SIZE:
-        raise PayloadTooLargeError(f"envelope is {len(body)} bytes, over {MAX_BODY_SIZE}")
-    return body
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from types import TracebackType
 import httpx
 
 from .._credentials import Secret
+from .._envelope import CONTENT_TYPE
 from .._signing import SIGNATURE_HEADER, sign
 from .addresses import (
     ReservedAddressError,
@@ -52,7 +53,6 @@ __all__ = ["CONTENT_TYPE", "DEFAULT_DEADLINE", "USER_AGENT", "AttemptResult", "S
 DEFAULT_DEADLINE = 10.0
 """Seconds one attempt may take, start to end (spec §3.3, §8)."""
 
-CONTENT_TYPE = "application/json; charset=utf-8"
 """The ``Content-Type`` of every delivery (spec §6.1)."""
 
 USER_AGENT = "service-webhooks-emulator"

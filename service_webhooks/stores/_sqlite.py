@@ -28,7 +28,10 @@ from pathlib import Path
 from .._exceptions import ConfigurationError
 from ._base import ClaimState, SyncStore
 
-__all__ = ["SQLiteStore"]
+__all__ = ["DEFAULT_SQLITE_PATH", "SQLiteStore"]
+
+DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
+"""The store (and inbox) used when none is given: a SQLite file in the working directory."""
 
 _TABLE = "service_webhooks_idempotency"
 _SCHEMA = f"""

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .._exceptions import ConfigurationError
 from ._base import IdempotencyStore
 from ._memory import MemoryStore
-from ._sqlite import SQLiteStore
+from ._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
 
 __all__ = ["ENV_VAR", "redact_url", "store_from_env", "store_from_url"]
 
@@ -109,7 +109,7 @@ def redact_url(url: str) -> str:
     return scheme + "://" + _SECRET_PARAM.sub(r"\1" + _REDACTED, rest)
 
 
-def store_from_env(default: str = "sqlite:service_webhooks.sqlite3") -> IdempotencyStore:
+def store_from_env(default: str = f"sqlite:{DEFAULT_SQLITE_PATH}") -> IdempotencyStore:
     """The store named by ``$SERVICE_WEBHOOKS_STORE``, else by ``default``.
 
     Raises:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._credentials import Secret, SecretLike
+from .._envelope import CONTENT_TYPE
 from .._signing import SIGNATURE_HEADER, sign
 
 __all__ = ["CONTENT_TYPE", "Signer"]
 
-CONTENT_TYPE = "application/json; charset=utf-8"
 """The delivery ``Content-Type`` (spec §6.1)."""
 
 
