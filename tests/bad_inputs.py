@@ -1,4 +1,4 @@
-"""The bad-input catalogue (issue 7): named requests and the answer each one must get.
+"""The bad-input catalogue: named requests and the answer each one must get.
 
 A data module, not a test module: ``tests/test_bad_input.py`` runs every case through
 the core (``process`` and ``aprocess``) and the ASGI adapter, and the Flask and Django
@@ -8,8 +8,8 @@ folders run the same cases through their test clients. Test folders are not pack
 
 A case builds its :class:`Request` from a :class:`Signer` (the secret, organization and
 clock of the receiver under test), so one table serves receivers with different
-secrets. The expected answers follow DESIGN.md "Status contract" and the module
-docstrings of ``signing.py`` and ``envelope.py``:
+secrets. The expected answers follow the status contract (docs/status-codes.md) and the
+module docstrings of ``service_webhooks/_signing.py`` and ``_envelope.py``:
 
 * 405 ``method_not_allowed``: any method but POST, before anything else is looked at.
 * 413 ``payload_too_large``: more than 1 MiB, declared or streamed.
