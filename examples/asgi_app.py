@@ -7,7 +7,8 @@ Run it from the repository root (with the ``asgi`` and ``cli`` extras installed)
 
 then, from another terminal, send it a signed delivery::
 
-    service-webhooks send http://127.0.0.1:8000/webhooks --secret whsec-development-only-0123456789abcdef0123 \\
+    service-webhooks send http://127.0.0.1:8000/webhooks \\
+        --secret whsec-development-only-0123456789abcdef0123 \\
         --org o-1 --event note.created \\
         --data '{"id": "n-1", "author": "ana@example.com", "text": "hello"}'
 
