@@ -1,4 +1,4 @@
-"""Benchmark of the delivery emulator (issue 4).
+"""Benchmark of the delivery emulator.
 
 1. Sustained deliveries per second from the emulator into a local receiver: the
    library's own ``WebhookReceiver`` with a ``MemoryStore``, behind ``WebhookApp``,

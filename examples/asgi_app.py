@@ -2,12 +2,13 @@
 
 Run it from the repository root (with the ``asgi`` and ``cli`` extras installed)::
 
-    export SERVICE_WEBHOOKS_SECRET=whsec-dev-only
+    export SERVICE_WEBHOOKS_SECRET=whsec-development-only-0123456789abcdef0123
     uvicorn examples.asgi_app:app --port 8000      # or: python examples/asgi_app.py
 
 then, from another terminal, send it a signed delivery::
 
-    service-webhooks send http://127.0.0.1:8000/webhooks --secret whsec-dev-only \\
+    service-webhooks send http://127.0.0.1:8000/webhooks \\
+        --secret whsec-development-only-0123456789abcdef0123 \\
         --org o-1 --event note.created \\
         --data '{"id": "n-1", "author": "ana@example.com", "text": "hello"}'
 
@@ -38,7 +39,7 @@ from service_webhooks.adapters.asgi import (  # type: ignore[import-not-found,un
     WebhookApp,
 )
 
-SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-dev-only")
+SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123")
 """The endpoint's signing secret; set ``SERVICE_WEBHOOKS_SECRET`` outside development."""
 
 # "memory" forgets processed events on restart; use "sqlite:webhooks.sqlite3" (or Redis,

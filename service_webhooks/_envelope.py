@@ -7,6 +7,13 @@ integer (not ``true``, not ``1.0``, not ``"1"``), ``eventName`` a non-empty stri
 (spec §9). The body must be UTF-8 JSON; anything else is malformed (400). A body over
 the limit is :class:`~service_webhooks._exceptions.PayloadTooLargeError` (413).
 
+The whole body must be valid UTF-8 (spec §2.7, RFC 8259 §8.1), not only the strings
+the typed decoder reads: an overlong form (``C0 AF``), an encoded surrogate
+(``ED A0 80``), a truncated sequence or a stray byte anywhere, even in a skipped
+unknown field, is malformed (400). The check costs next to nothing for an ASCII body
+(``bytes.isascii``, a word-at-a-time scan); in a body holding non-ASCII bytes only the
+16 KiB chunks that hold them are decoded strictly, and the text is thrown away.
+
 ``data`` is decoded straight into the typed model of :mod:`service_webhooks._events`
 when one exists for ``(eventName, version)``, else into plain JSON values. The body
 is never copied or turned into ``str``: msgspec reads the bytes directly. A known
@@ -17,6 +24,7 @@ verdict and error message are the ones that count.
 
 from __future__ import annotations
 
+import codecs
 from typing import Annotated, Any, Union
 
 import msgspec
@@ -97,6 +105,9 @@ def _one_pass_decoder() -> tuple[msgspec.json.Decoder[Any], dict[type, tuple[str
     return msgspec.json.Decoder(union), expected
 
 
+_UTF8_CHUNK = 16_384  # bytes checked per step by _is_utf8
+_utf8_decoder = codecs.getincrementaldecoder("utf-8")
+
 _typed_decoder, _typed_versions = _one_pass_decoder()
 _envelope_decoder = msgspec.json.Decoder(_RawEnvelope)
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
@@ -117,11 +128,14 @@ def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
 
     Raises:
         PayloadTooLargeError: ``len(body) > max_size``.
-        EnvelopeError: Empty, not UTF-8, not JSON, not an object, a missing or
-            mistyped field, or ``data`` that does not fit the event's model.
+        EnvelopeError: Empty, invalid UTF-8 anywhere (even in a skipped field), not
+            JSON, not an object, a missing or mistyped field, or ``data`` that does
+            not fit the event's model.
     """
     if len(body) > max_size:
         raise PayloadTooLargeError(f"body is larger than {max_size} bytes")
+    if not body.isascii() and not _is_utf8(body):  # msgspec skips unknown fields unchecked
+        raise EnvelopeError("body is not a valid envelope: not UTF-8")
     try:
         typed = _typed_decoder.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -137,6 +151,31 @@ def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
         raise EnvelopeError(f"body is not a valid envelope: {_describe(error)}") from None
     return Envelope(raw.eventName, raw.version, data)
+
+
+def _is_utf8(body: bytes) -> bool:
+    """Whether ``body`` is valid UTF-8 (strict: no overlong forms, surrogates or
+    truncated sequences), decoding only the chunks that hold non-ASCII bytes.
+
+    A chunk that is all ASCII while no multi-byte sequence is pending cannot change the
+    verdict, so a large body with a few non-ASCII characters costs about one
+    ``isascii`` scan instead of a full decode into a discarded ``str``.
+    """
+    try:
+        if len(body) <= _UTF8_CHUNK:
+            body.decode("utf-8")
+            return True
+        decoder = _utf8_decoder()
+        pending = False
+        for start in range(0, len(body), _UTF8_CHUNK):
+            chunk = body[start : start + _UTF8_CHUNK]
+            if pending or not chunk.isascii():
+                decoder.decode(chunk)
+                pending = bool(decoder.getstate()[0])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _describe(error: Exception) -> str:

@@ -1,6 +1,6 @@
 """``Service-Signature``: parse, sign and verify over raw bytes (spec §5.2).
 
-The rule, from spec §5.2 and DESIGN.md "Signature rules":
+The rule, from spec §5.2:
 
 1. The header value is exactly three comma-separated ``key:value`` pairs with the keys
    ``o`` (organization ID), ``t`` (Unix seconds, base-10 digits) and ``v`` (standard
@@ -14,8 +14,10 @@ The rule, from spec §5.2 and DESIGN.md "Signature rules":
    An undecodable ``v`` is a mismatch, like a wrong one, and so is a non-canonical one
    (set bits after the last byte: another spelling of the same digest), so that no
    change to ``v`` is ever accepted.
-4. ``abs(now - t) > tolerance`` is rejected, in both directions (clock skew); a
-   difference equal to the tolerance is accepted. A correct signature does not excuse
+4. The timestamp is compared in whole seconds, like ``t`` itself: ``abs(floor(now) - t)
+   > tolerance`` is rejected, in both directions (clock skew), and a difference equal to
+   the tolerance is accepted. So ``t = floor(now) ± 300`` is accepted and ``± 301``
+   refused whatever the sub-second part of ``now``. A correct signature does not excuse
    an old timestamp. The clock is :func:`time.time` looked up at call time, so
    ``freezegun`` works; pass ``now`` to pin it.
 
@@ -28,6 +30,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 import time
 from collections.abc import Sequence
 
@@ -225,8 +228,10 @@ def verify(
             when absent.
         secrets: The accepted secrets, newest first, or a resolver that finds them
             from the organization ID ``o``.
-        tolerance: Largest accepted ``abs(now - t)``, in seconds (default 300).
-        now: The current Unix time in seconds; defaults to :func:`time.time`.
+        tolerance: Largest accepted ``abs(floor(now) - t)``, in seconds (default 300).
+        now: The current Unix time in seconds; defaults to :func:`time.time`. Its
+            sub-second part is dropped before the timestamp check (whole seconds, like
+            ``t``); a secret's stop date is compared with the exact value.
 
     Returns:
         The parsed header, once the signature and the timestamp both check out.
@@ -235,7 +240,8 @@ def verify(
         SignatureFormatError: The header is missing or malformed.
         UnknownOrganizationError: The resolver knows no secret for ``o``.
         SignatureMismatchError: No active secret yields ``v``.
-        TimestampError: ``t`` is more than ``tolerance`` seconds from ``now``.
+        TimestampError: ``t`` is more than ``tolerance`` whole seconds from
+            ``floor(now)``.
     """
     parsed = header if isinstance(header, SignatureHeader) else parse_signature_header(header)
     if now is None:
@@ -259,6 +265,6 @@ def verify(
             break
     else:
         raise SignatureMismatchError("no accepted secret produces this signature")
-    if abs(now - parsed.timestamp) > tolerance:
+    if abs(math.floor(now) - parsed.timestamp) > tolerance:  # whole seconds, like t
         raise TimestampError(f"t is more than {tolerance:g} s from the receiver's clock")
     return parsed

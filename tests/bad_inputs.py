@@ -1,4 +1,4 @@
-"""The bad-input catalogue (issue 7): named requests and the answer each one must get.
+"""The bad-input catalogue: named requests and the answer each one must get.
 
 A data module, not a test module: ``tests/test_bad_input.py`` runs every case through
 the core (``process`` and ``aprocess``) and the ASGI adapter, and the Flask and Django
@@ -8,8 +8,8 @@ folders run the same cases through their test clients. Test folders are not pack
 
 A case builds its :class:`Request` from a :class:`Signer` (the secret, organization and
 clock of the receiver under test), so one table serves receivers with different
-secrets. The expected answers follow DESIGN.md "Status contract" and the module
-docstrings of ``signing.py`` and ``envelope.py``:
+secrets. The expected answers follow the status contract (docs/status-codes.md) and the
+module docstrings of ``service_webhooks/_signing.py`` and ``_envelope.py``:
 
 * 405 ``method_not_allowed``: any method but POST, before anything else is looked at.
 * 413 ``payload_too_large``: more than 1 MiB, declared or streamed.
@@ -330,6 +330,17 @@ CASES: list[Case] = [
     _case("body_invalid_utf8_in_data", signed(PREFIX + b'"\xc3\x28"}'), _BAD),
     _case("body_overlong_utf8", signed(PREFIX + b'"\xc0\xaf"}'), _BAD),
     _case("body_utf8_encoded_surrogate", signed(PREFIX + b'"\xed\xa0\x80"}'), _BAD),
+    _case("body_overlong_utf8_in_unknown_field", signed(b'{"eventName":"catalogue.probe","version":1,"x":"\xc0\xaf","data":1}'), _BAD),
+    _case("body_encoded_surrogate_in_unknown_field", signed(b'{"eventName":"catalogue.probe","version":1,"x":"\xed\xa0\x80","data":1}'), _BAD),
+    _case("body_truncated_utf8_in_unknown_field", signed(b'{"eventName":"catalogue.probe","version":1,"x":"\xe2\x82","data":1}'), _BAD),
+    _case("body_lone_continuation_byte_in_unknown_field", signed(b'{"eventName":"catalogue.probe","version":1,"x":"\x80","data":1}'), _BAD),
+    _case("body_above_u10ffff_in_unknown_field", signed(b'{"eventName":"catalogue.probe","version":1,"x":"\xf4\x90\x80\x80","data":1}'), _BAD),
+    _case("body_invalid_utf8_in_unknown_key", signed(b'{"eventName":"catalogue.probe","version":1,"\xff":1,"data":1}'), _BAD),
+    _case("body_overlong_utf8_in_unknown_nested_field", signed(b'{"eventName":"catalogue.probe","version":1,"x":{"y":["\xc0\xaf"]},"data":1}'), _BAD),
+    _case("body_overlong_utf8_in_known_event_unknown_data_field", signed(b'{"eventName":"note.created","version":1,"data":{"id":"n","author":"a@example.com","text":"t","x":"\xc0\xaf"}}'), _BAD),
+    _case("body_encoded_surrogate_in_known_event_unknown_data_field", signed(b'{"eventName":"note.created","version":1,"data":{"id":"n","author":"a@example.com","text":"t","x":"\xed\xa0\x80"}}'), _BAD),
+    _case("body_truncated_utf8_in_known_event_unknown_data_field", signed(b'{"eventName":"note.created","version":1,"data":{"id":"n","author":"a@example.com","text":"t","x":"\xf0\x9f\x98"}}'), _BAD),
+    _case("body_valid_multibyte_utf8_in_unknown_field_accepted", signed('{"eventName":"catalogue.probe","version":1,"x":"\u00e9\u20ac\U0001f600","data":1}'.encode()), _OK),
     _case("body_lone_surrogate_escape_in_data", signed(PREFIX + b'"\\ud800"}'), _BAD),
     _case("body_lone_surrogate_escape_in_name", signed(b'{"eventName":"x\\udc00","version":1,"data":1}'), _BAD),
     _case("body_nan", signed(PREFIX + b"NaN}"), _BAD),

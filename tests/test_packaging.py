@@ -1,4 +1,4 @@
-"""Packaging guard-rails (STYLE.md): the adapters ship, the core stays framework-free."""
+"""Packaging guard-rails: the adapters ship, the core stays framework-free."""
 
 from __future__ import annotations
 

@@ -110,6 +110,28 @@ def test_beyond_tolerance_is_rejected_even_with_a_good_signature(skew: int) -> N
     assert caught.value.reason == "timestamp"
 
 
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.999])
+@pytest.mark.parametrize("skew", [-300, 300])
+def test_tolerance_counts_whole_seconds_of_now(skew: int, fraction: float) -> None:
+    """``t = floor(now) ± 300`` passes whatever the sub-second part of ``now``."""
+    now = NOW + fraction
+    assert verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=now).timestamp == NOW + skew
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.999])
+@pytest.mark.parametrize("skew", [-301, 301])
+def test_one_second_past_tolerance_fails_whatever_the_fraction(skew: int, fraction: float) -> None:
+    with pytest.raises(TimestampError):
+        verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=NOW + fraction)
+
+
+def test_whole_second_boundary_under_the_default_clock() -> None:
+    with freeze_time(datetime.fromtimestamp(NOW + 0.999, UTC)):
+        assert verify(BODY, header(t=NOW - 300), [Secret(KEY)]).timestamp == NOW - 300
+        with pytest.raises(TimestampError):
+            verify(BODY, header(t=NOW - 301), [Secret(KEY)])
+
+
 def test_custom_tolerance() -> None:
     verify(BODY, header(t=NOW - 30), [Secret(KEY)], now=NOW, tolerance=30)
     with pytest.raises(TimestampError):

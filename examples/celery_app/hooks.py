@@ -22,7 +22,7 @@ from service_webhooks.handoff import CeleryHandoff
 from service_webhooks.stores._redis import RedisStore
 
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-example-change-me-0123456789abcdef")
+SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123")
 WORK_SECONDS = float(os.environ.get("EXAMPLE_WORK_SECONDS", "30"))
 
 log = logging.getLogger("hooks")

@@ -33,6 +33,7 @@ from service_webhooks import (
     Handler,
     WebhookReceiver,
 )
+from service_webhooks._reporting import printable
 from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
 from service_webhooks.stores import redact_url
 
@@ -175,16 +176,16 @@ def _readable_printer() -> Handler:
     console = Console(file=sys.stdout, soft_wrap=True, highlight=False)
 
     async def print_readable(event: Event[Any]) -> None:
-        summary = msgspec.json.encode(msgspec.to_builtins(event.data)).decode()
+        summary = printable(msgspec.json.encode(msgspec.to_builtins(event.data)).decode())
         if len(summary) > _SUMMARY_WIDTH:
             summary = summary[: _SUMMARY_WIDTH - 1] + "…"
         now = datetime.datetime.now().strftime("%H:%M:%S")
         line = Text.assemble(
             (now, "dim"),
             "  ",
-            (event.organization_id, "cyan"),
+            (printable(event.organization_id), "cyan"),
             "  ",
-            (event.name, "bold green"),
+            (printable(event.name), "bold green"),  # a newline or ESC must not forge a line
             (f" v{event.version}", "green"),
             "  ",
             summary,

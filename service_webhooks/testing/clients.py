@@ -24,12 +24,19 @@ Async clients (``httpx.AsyncClient`` with an ``ASGITransport``,
 client's own (``response.status_code`` works with each of them). The pytest plugin
 (:mod:`service_webhooks.testing.pytest_plugin`) provides both as fixtures,
 ``deliver_webhook`` and ``adeliver_webhook``.
+
+Each call makes a new body: the envelope carries a random top-level
+``testDeliveryId`` (ignored by receivers, spec §9), so its default idempotency key is
+new on every call and every test run, even against a persistent store. Pass
+``unique=False`` for a body that depends only on the arguments, or send the same bytes
+twice with ``post`` to exercise a duplicate.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +49,11 @@ _HTTPX = ("httpx", "httpx2")  # starlette's TestClient subclasses httpx2.Client 
 
 class UnsupportedClientError(TypeError):
     """The object is not a test client this module knows how to post with."""
+
+
+def _body(event_name: str, data: Any, version: int, unique: bool) -> bytes:
+    delivery_id = uuid.uuid4().hex if unique else None
+    return envelope(event_name, data, version=version, delivery_id=delivery_id)
 
 
 def _instance_of(client: object, module_name: str, class_name: str) -> bool:
@@ -115,6 +127,7 @@ class Deliverer(_Base):
         timestamp: int | None = None,
         organization_id: str | None = None,
         headers: Mapping[str, str] | None = None,
+        unique: bool = True,
     ) -> Any:
         """POST the envelope ``{eventName, version, data}``, signed now, to ``url``.
 
@@ -127,6 +140,10 @@ class Deliverer(_Base):
             timestamp: The signed ``t`` in Unix seconds (default: now).
             organization_id: Sign as this ``o`` instead of the signer's.
             headers: Extra or overriding request headers.
+            unique: Add a random top-level ``testDeliveryId`` to the envelope (the
+                default), so that no two calls send the same body: a persistent store
+                never answers ``duplicate`` to a rerun of the test. ``False``: the body
+                depends only on the arguments.
 
         Returns:
             The client's response.
@@ -134,7 +151,7 @@ class Deliverer(_Base):
         Raises:
             UnsupportedClientError: ``client`` is not a known sync test client.
         """
-        body = envelope(event_name, data, version=version)
+        body = _body(event_name, data, version, unique)
         return self.post(
             client, url, body, timestamp=timestamp, organization_id=organization_id, headers=headers
         )
@@ -179,13 +196,14 @@ class AsyncDeliverer(_Base):
         timestamp: int | None = None,
         organization_id: str | None = None,
         headers: Mapping[str, str] | None = None,
+        unique: bool = True,
     ) -> Any:
         """See :meth:`Deliverer.__call__`.
 
         Raises:
             UnsupportedClientError: ``client`` is not a known async test client.
         """
-        body = envelope(event_name, data, version=version)
+        body = _body(event_name, data, version, unique)
         return await self.post(
             client, url, body, timestamp=timestamp, organization_id=organization_id, headers=headers
         )

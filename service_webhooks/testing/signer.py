@@ -69,8 +69,20 @@ class Signer:
         return body, self.headers(body, timestamp=timestamp)
 
 
-def envelope(event_name: str, data: Any, *, version: int = 1) -> bytes:
-    """The compact JSON envelope ``{"eventName", "version", "data"}`` (spec §2.7)."""
-    return json.dumps(
-        {"eventName": event_name, "version": version, "data": data}, separators=(",", ":")
-    ).encode()
+DELIVERY_ID_FIELD = "testDeliveryId"
+"""The extra top-level envelope field the test kit's deliverers add: a random value per
+call, so that each delivery has its own body and so its own idempotency key. Receivers
+ignore unknown fields (spec §9); the service never sends it."""
+
+
+def envelope(
+    event_name: str, data: Any, *, version: int = 1, delivery_id: str | None = None
+) -> bytes:
+    """The compact JSON envelope ``{"eventName", "version", "data"}`` (spec §2.7).
+
+    ``delivery_id``, when given, is added as the top-level :data:`DELIVERY_ID_FIELD`.
+    """
+    fields: dict[str, Any] = {"eventName": event_name, "version": version, "data": data}
+    if delivery_id is not None:
+        fields[DELIVERY_ID_FIELD] = delivery_id
+    return json.dumps(fields, separators=(",", ":")).encode()

@@ -1,4 +1,4 @@
-"""Every row of DESIGN.md's status table through a real uvicorn on 127.0.0.1."""
+"""Every row of the status table (docs/status-codes.md) through a real uvicorn on 127.0.0.1."""
 
 from __future__ import annotations
 

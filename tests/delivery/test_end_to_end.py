@@ -1,4 +1,4 @@
-"""End to end (issue 4 "Must show"): the emulator delivers 5,000 events with duplicates and
+"""End to end: the emulator delivers 5,000 events with duplicates and
 shuffling over real sockets into the library's own receiver (``WebhookReceiver`` behind
 ``WebhookApp``, under uvicorn on 127.0.0.1 in its own process, see
 ``receiver_server.py``). Retry delays are compressed by a virtual

@@ -83,7 +83,7 @@ def test_in_process_with_starlette_testclient(
 
 def test_default_secret_is_for_development_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SERVICE_WEBHOOKS_SECRET", raising=False)
-    assert load("asgi_app_default").SECRET == "whsec-dev-only"
+    assert load("asgi_app_default").SECRET == "whsec-development-only-0123456789abcdef0123"
 
 
 @pytest.mark.e2e

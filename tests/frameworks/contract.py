@@ -1,6 +1,6 @@
 """The status-contract rows and real-server helpers shared by the framework suites.
 
-Every row of DESIGN.md's "Status contract" table is one ``row_*`` function taking a
+Every row of the status contract (docs/status-codes.md) is one ``row_*`` function taking a
 :class:`Target` (a way to send one request, and to hold a claim in the app's store);
 each framework's conftest loads this file under its own module name, sets ``ORG``,
 ``SECRET``, ``PATH`` and ``BROKEN_PATH`` for its app, and parametrizes ``status_row``

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded fuzz run of both atheris targets (issue 7); exits non-zero on a crash.
+# Bounded fuzz run of both atheris targets; exits non-zero on a crash.
 #
 #   tests/fuzz/run.sh                 # 60 s per target
 #   FUZZ_SECONDS=300 tests/fuzz/run.sh

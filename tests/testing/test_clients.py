@@ -131,6 +131,20 @@ def test_retry_of_the_same_body_is_a_duplicate(
     assert status_and_reason(deliver_webhook.post(client, url, body))[1] == "duplicate"
 
 
+def test_each_call_sends_a_fresh_body_unless_unique_is_false(
+    client_and_url: tuple[Any, str], deliver_webhook: Deliverer, receiver: WebhookReceiver
+) -> None:
+    client, url = client_and_url
+    for _ in range(2):
+        assert status_and_reason(deliver_webhook(client, url, "note.created", NOTE)) == (
+            200,
+            "processed",
+        )
+    fixed = [deliver_webhook(client, url, "note.created", NOTE, unique=False) for _ in range(2)]
+    assert [status_and_reason(r)[1] for r in fixed] == ["processed", "duplicate"]
+    assert [event.data.id for event in receiver.seen] == ["n-1"] * 3  # type: ignore[attr-defined]
+
+
 def test_options_and_refusals(
     client_and_url: tuple[Any, str], deliver_webhook: Deliverer, receiver: WebhookReceiver
 ) -> None:
@@ -176,8 +190,10 @@ async def test_async_clients(
     receiver: WebhookReceiver,
 ) -> None:
     client, url = async_client_and_url
-    response = await adeliver_webhook(client, url, "note.created", NOTE)
+    response = await adeliver_webhook(client, url, "note.created", NOTE, unique=False)
     assert status_and_reason(response) == (200, "processed")
+    again = await adeliver_webhook(client, url, "note.created", NOTE)  # a fresh body
+    assert status_and_reason(again) == (200, "processed")
     body = envelope("note.created", NOTE)
     assert status_and_reason(await adeliver_webhook.post(client, url, body))[1] == "duplicate"
     with pytest.raises(UnsupportedClientError, match="is asynchronous"):

@@ -78,3 +78,41 @@ def test_fixtures_are_listed_with_their_docs(pytester: pytest.Pytester) -> None:
     ):
         assert name in listed
     assert "from service_webhooks" in listed
+
+
+PERSISTENT_STORE_TESTS = """
+import os
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from service_webhooks import WebhookReceiver
+from service_webhooks.adapters.asgi import WebhookApp
+
+receiver = WebhookReceiver(secrets="whsec-rerun", store="sqlite:" + os.environ["SW_RERUN_DB"])
+receiver.on("note.created", lambda event: None)
+app = Starlette(routes=[Route("/webhooks", WebhookApp(receiver))])
+
+
+def test_note_created(deliver_webhook, webhook_secret):
+    response = deliver_webhook(TestClient(app), "/webhooks", "note.created",
+                               {"id": "n-1", "author": "a@b.c", "text": "hi"})
+    assert response.json()["reason"] == "processed"
+"""
+
+
+def test_a_second_run_against_a_persistent_store_is_processed_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``deliver_webhook`` sends a fresh body per call, so a rerun is not a duplicate."""
+    store = pytester.path / "store.sqlite3"
+    monkeypatch.setenv("SW_RERUN_DB", str(store))
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture\ndef webhook_secret():\n    return 'whsec-rerun'\n"
+    )
+    pytester.makepyfile(test_rerun=PERSISTENT_STORE_TESTS)
+    for _ in range(2):  # two processes, as two `pytest` runs would be
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+        result.assert_outcomes(passed=1)
+    assert store.exists()

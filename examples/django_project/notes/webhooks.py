@@ -8,4 +8,7 @@ from .models import Note
 
 @receiver.on("note.created")
 def note_created(event: Event[NoteCreated]) -> None:
-    Note.objects.create(note_id=event.data.id, author=event.data.author, text=event.data.text)
+    # idempotent: a redelivery (spec §6.1) updates the same row instead of adding one
+    Note.objects.update_or_create(
+        note_id=event.data.id, defaults={"author": event.data.author, "text": event.data.text}
+    )

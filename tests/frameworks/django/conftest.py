@@ -4,7 +4,7 @@ status-contract rows, and runners for gunicorn (WSGI) and uvicorn (ASGI).
 The project (``project/``: ``sw_testproject`` settings and ``sw_testapp`` handlers)
 runs in-process and under the real servers, sharing one SQLite file and, when
 PostgreSQL answers on 127.0.0.1:5432, one uniquely named database dropped at exit.
-Every row of DESIGN.md's "Status contract" is a function below taking a
+Every row of the status contract (docs/status-codes.md) is a function below taking a
 :class:`Target`; ``status_row`` is parametrized over all of them.
 """
 

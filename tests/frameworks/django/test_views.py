@@ -1,5 +1,5 @@
 """The Django view through Django's test clients and through gunicorn and uvicorn
-(spec §5.2, §6.1, §7; DESIGN.md "Status contract")."""
+(spec §5.2, §6.1, §7; the status contract of docs/status-codes.md)."""
 
 from __future__ import annotations
 

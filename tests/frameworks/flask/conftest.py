@@ -1,7 +1,7 @@
 """Helpers for the Flask adapter tests: the status-contract rows, a gunicorn runner and
 a raw-socket client for oversized bodies.
 
-Every row of DESIGN.md's "Status contract" table is one function below taking a
+Every row of the status contract (docs/status-codes.md) is one function below taking a
 :class:`Target` (a way to send one request, and to hold a claim in the app's store);
 ``status_row`` is parametrized over all of them, so each driver (the framework's test
 client, a real server) runs every row.

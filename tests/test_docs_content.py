@@ -1,0 +1,82 @@
+"""Facts the pages must state, which running their code blocks cannot check."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def django_fragment(text: str) -> str:
+    start = text.index("# settings.py")
+    return text[start : text.index("```", start)]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/django.md"])
+def test_django_fragments_import_what_they_use(page: str) -> None:
+    fragment = django_fragment((ROOT / page).read_text(encoding="utf-8"))
+    assert "os.environ" in fragment
+    assert "import os" in fragment
+    assert "include(" in fragment
+    assert re.search(r"from django\.urls import .*\binclude\b", fragment)
+    assert re.search(r"from django\.urls import .*\bpath\b", fragment)
+
+
+@pytest.mark.parametrize(
+    "page",
+    ["README.md", "docs/index.md", "docs/django.md", "examples/django_project/notes/webhooks.py"],
+)
+def test_handler_examples_are_idempotent_upserts(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert ".objects.create(" not in text  # a redelivery would add a second row
+
+
+def test_readme_has_one_more_section() -> None:
+    assert README.count("\n## More\n") == 1
+    after = README.split("\n## More\n", 1)[1].lstrip()
+    assert after.startswith("- "), "the More section is not empty"
+
+
+def test_flask_store_table_lists_every_store_url() -> None:
+    text = (ROOT / "docs/flask.md").read_text(encoding="utf-8")
+    [row] = [line for line in text.splitlines() if line.startswith("| `SERVICE_WEBHOOKS_STORE`")]
+    for scheme in ('"memory"', '"sqlite:', '"redis://', '"postgresql://'):
+        assert scheme in row
+
+
+def test_examples_share_one_default_secret() -> None:
+    pattern = re.compile(r'SERVICE_WEBHOOKS_SECRET",\s*"([^"]+)"')
+    defaults = {
+        path.relative_to(ROOT).as_posix(): pattern.findall(path.read_text(encoding="utf-8"))
+        for path in [
+            ROOT / "examples/asgi_app.py",
+            ROOT / "examples/flask_app.py",
+            ROOT / "examples/celery_app/hooks.py",
+            ROOT / "examples/django_project/mysite/settings.py",
+        ]
+    }
+    assert all(len(found) == 1 for found in defaults.values()), defaults
+    assert len({found[0] for found in defaults.values()}) == 1, defaults
+
+
+def test_receiver_reference_documents_the_registration_methods() -> None:
+    text = (ROOT / "docs/reference/receiver.md").read_text(encoding="utf-8")
+    for name in ("on", "on_any", "on_error", "remove"):
+        assert f"`WebhookReceiver.{name}`" in text
+        assert f"(#service_webhooks.Router.{name})" in text
+    assert "::: service_webhooks.Router" in text  # where the linked docstrings render
+
+
+def test_readme_says_how_long_the_suite_takes_and_how_to_run_a_quick_subset() -> None:
+    assert re.search(r"full suite takes about \d+", README)
+    assert 'pytest -m "not e2e and not services"' in README
+
+
+def test_the_quick_subset_markers_exist() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"e2e: ' in pyproject
+    assert '"services: ' in pyproject

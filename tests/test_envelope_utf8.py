@@ -1,0 +1,70 @@
+"""The whole body must be valid UTF-8 (spec §2.7, RFC 8259 §8.1), even in skipped fields.
+
+``tests/bad_inputs.py`` sends the small cases through every adapter; these pin the
+chunked check of large bodies, where a bad sequence can sit across a chunk boundary.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service_webhooks import EnvelopeError
+from service_webhooks._envelope import _UTF8_CHUNK, _is_utf8, decode_envelope
+
+HEAD = b'{"eventName":"catalogue.probe","version":1,"x":"'
+TAIL = b'","data":1}'
+
+
+def padded(insert: bytes, at: int, size: int = 3 * _UTF8_CHUNK) -> bytes:
+    """An envelope of about ``size`` bytes with ``insert`` at offset ``at`` of a skipped field."""
+    filler = size - len(HEAD) - len(TAIL) - len(insert)
+    offset = at - len(HEAD)
+    return HEAD + b"a" * offset + insert + b"a" * (filler - offset) + TAIL
+
+
+GOOD = ["é".encode(), "€".encode(), "😀".encode()]
+BAD = [
+    b"\xc0\xaf",
+    b"\xed\xa0\x80",
+    b"\xe2\x82",
+    b"\xf0\x9f\x98",
+    b"\x80",
+    b"\xff",
+    b"\xf4\x90\x80\x80",
+]
+
+
+@pytest.mark.parametrize("shift", range(-4, 2))
+@pytest.mark.parametrize("sequence", GOOD, ids=["2-byte", "3-byte", "4-byte"])
+def test_valid_sequences_across_a_chunk_boundary_are_accepted(sequence: bytes, shift: int) -> None:
+    body = padded(sequence, _UTF8_CHUNK + shift)
+    assert decode_envelope(body).data == 1
+
+
+@pytest.mark.parametrize("shift", range(-4, 2))
+@pytest.mark.parametrize("sequence", BAD)
+def test_invalid_sequences_anywhere_in_a_large_body_are_refused(
+    sequence: bytes, shift: int
+) -> None:
+    for at in (_UTF8_CHUNK + shift, 2 * _UTF8_CHUNK + shift, len(HEAD)):
+        with pytest.raises(EnvelopeError, match="not UTF-8"):
+            decode_envelope(padded(sequence, at))
+
+
+def test_a_sequence_truncated_by_the_end_of_a_large_body_is_refused() -> None:
+    body = padded(b"", len(HEAD)) + "€".encode()[:2]
+    assert not _is_utf8(body)
+    assert _is_utf8(body[:-2])
+
+
+@given(st.binary(min_size=0, max_size=40), st.integers(0, 3 * _UTF8_CHUNK))
+def test_the_chunked_check_agrees_with_a_strict_decode(noise: bytes, at: int) -> None:
+    body = b"a" * at + noise + b"a" * (2 * _UTF8_CHUNK)
+    try:
+        body.decode("utf-8")
+        expected = True
+    except UnicodeDecodeError:
+        expected = False
+    assert _is_utf8(body) is expected
