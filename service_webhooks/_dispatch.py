@@ -69,6 +69,7 @@ import msgspec
 
 from ._events import EVENT_MODELS, Event
 from ._exceptions import ConfigurationError, Unprocessable
+from ._reporting import printable
 
 __all__ = [
     "KNOWN_EVENT_NAMES",
@@ -233,7 +234,8 @@ class Router:
                 raise ConfigurationError(_unknown_message(unknown[0], function, self._declared))
             for name in unknown:
                 logger.warning(
-                    "service_webhooks: %s", _unknown_message(name, function, self._declared)
+                    "service_webhooks: %s",
+                    printable(_unknown_message(name, function, self._declared)),
                 )
             for name in names:
                 if is_pattern(name):
