@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from service_webhooks import Event, WebhookReceiver
-from service_webhooks.adapters.asgi import WebhookMiddleware
+from service_webhooks.adapters.asgi import WebhookMiddleware, webhook_routes
 
 CALLS = Path(os.environ["SW_CALLS"])
 
@@ -40,4 +40,4 @@ async def home(request: Request) -> PlainTextResponse:
 inner = Starlette(routes=[Route("/", home)])
 middleware = WebhookMiddleware(inner, receiver=receiver, path="/webhooks")
 mounted = Starlette(routes=[Mount("/api", app=middleware), Route("/", home)])
-routes = inner
+routes = Starlette(routes=[*webhook_routes(receiver, "/webhooks"), Route("/", home)])
