@@ -24,7 +24,7 @@ from service_webhooks.adapters.asgi import WebhookMiddleware, webhook_routes
 
 CALLS = Path(os.environ["SW_CALLS"])
 
-receiver = WebhookReceiver(secrets=os.environ["SW_SECRET"])
+receiver = WebhookReceiver(secrets=os.environ["SW_SECRET"], store="memory")
 
 
 @receiver.on("note.created")
