@@ -138,9 +138,8 @@ def _blueprint(get_receiver: Callable[[], WebhookReceiver], url: str, name: str)
         receiver = get_receiver()
         limit = request.max_content_length  # Flask's own cap, when smaller: honour it
         stream = get_input_stream(request.environ)
-        outcome = receiver.handle(
-            request.method, request.headers.items(), stream.read, max_body_size=limit
-        )
+        method = request.environ.get("REQUEST_METHOD", "")  # request.method is upper-cased
+        outcome = receiver.handle(method, request.headers.items(), stream.read, max_body_size=limit)
         return _respond(outcome)
 
     def register(state: BlueprintSetupState) -> None:

@@ -65,7 +65,7 @@ def bare(request):
     request.read()
     return HttpResponse(b'{"status":200}', content_type="application/json")
 
-urlpatterns = [path("webhooks/", include("service_webhooks.adapters.django.urls")),
+urlpatterns = [path("webhooks", include("service_webhooks.adapters.django.urls")),
                path("bare/", bare)]
 """
 

@@ -4,7 +4,7 @@
 
     INSTALLED_APPS += ["service_webhooks.adapters.django"]
     SERVICE_WEBHOOKS = {"SECRETS": env("SERVICE_WEBHOOKS_SECRET")}
-    urlpatterns += [path("webhooks/", include("service_webhooks.adapters.django.urls"))]
+    urlpatterns += [path("webhooks", include("service_webhooks.adapters.django.urls"))]
 
     # yourapp/webhooks.py, discovered at startup like admin.py
     from service_webhooks.adapters.django import receiver

@@ -19,8 +19,9 @@ class ServiceWebhooksConfig(AppConfig):
         """Import every installed app's ``webhooks`` module (like ``admin.autodiscover``),
         then connect the signals (when they have listeners) and the system checks."""
         from . import signals
-        from .checks import check_configuration
+        from .checks import check_configuration, check_delivery_urls
 
         autodiscover_modules("webhooks")
         signals.install()
         checks.register(check_configuration, "service_webhooks")
+        checks.register(check_delivery_urls, "service_webhooks", checks.Tags.urls)

@@ -7,11 +7,13 @@
 * ``service_webhooks.W003``: a handler registered for an event name that is neither in
   the spec's catalogue, declared (``receiver.router.declare(name)``) nor a pattern: most
   likely a typo, and its deliveries would be answered "unhandled". One per name.
+* ``service_webhooks.W004``: a webhook URL that resolves in one spelling only (with or
+  without its trailing slash): the other answers 404, or 301 under ``APPEND_SLASH``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django.core import checks
@@ -87,3 +89,66 @@ def _secret_values(config: Any) -> list[bytes]:
     if isinstance(config, Sequence):
         return [v for value in config for v in _secret_values(value)]
     return []
+
+
+def check_delivery_urls(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``service_webhooks.W004``: every URL routed to a webhook view (found in the
+    project's URLconf) must resolve to one both with and without its trailing slash.
+
+    The service follows no redirect (spec §7): ``APPEND_SLASH`` turns ``POST /webhooks``
+    into a 301 (a 500 under ``DEBUG``), and a missing spelling is a 404. URLs whose
+    patterns hold converters or regular expressions beyond an optional ``/?`` are not
+    checked.
+    """
+    from django.urls import get_resolver
+
+    found: list[checks.CheckMessage] = []
+    for url in sorted(set(_delivery_urls(get_resolver().url_patterns, ""))):
+        bare = url.rstrip("/")
+        missing = [spelling for spelling in (bare, bare + "/") if not _routed(spelling)]
+        if bare and missing:
+            found.append(
+                checks.Warning(
+                    f"The webhook URL {bare!r} is not answered as {missing[0]!r}; the service "
+                    "follows no redirect, so deliveries sent there would fail.",
+                    hint='Include it as path("webhooks", include('
+                    '"service_webhooks.adapters.django.urls")) (no trailing slash), or route '
+                    'both spellings with re_path(r"^webhooks/?$", webhook_view()).',
+                    id="service_webhooks.W004",
+                )
+            )
+    return found
+
+
+def _delivery_urls(patterns: Any, prefix: str) -> Iterator[str]:
+    """The literal URLs (``"/" + route``) of every pattern routed to a webhook view."""
+    for pattern in patterns:
+        piece = _literal(pattern.pattern)
+        if piece is not None and hasattr(pattern, "url_patterns"):  # an include()
+            yield from _delivery_urls(pattern.url_patterns, prefix + piece)
+        elif piece is not None and getattr(pattern.callback, "service_webhooks_view", False):
+            yield "/" + prefix + piece
+
+
+def _literal(pattern: Any) -> str | None:
+    """The fixed text a route or regex matches (an optional trailing slash dropped), or
+    ``None`` when it matches more than one text (converters, other regex syntax)."""
+    from django.urls.resolvers import RegexPattern
+
+    text = str(pattern)
+    if isinstance(pattern, RegexPattern):
+        text = text.removeprefix("^").removesuffix("$").removesuffix("(?:/)?").removesuffix("/?")
+    return None if set(text) & _SPECIALS else text
+
+
+_SPECIALS = frozenset("<>.^$*+?{}[]\\|()")
+
+
+def _routed(path: str) -> bool:
+    """``path`` resolves to a webhook view."""
+    from django.urls import Resolver404, resolve
+
+    try:
+        return bool(getattr(resolve(path).func, "service_webhooks_view", False))
+    except Resolver404:
+        return False

@@ -49,16 +49,37 @@ def webhook_view(
 
     def deliver(request: HttpRequest) -> HttpResponse:
         read = _stream(request).read
-        return _respond(target.handle(request.method or "", request.headers.items(), read))
+        return _respond(target.handle(_method(request), _headers(request), read))
 
     async def adeliver(request: HttpRequest) -> HttpResponse:
         read = _stream(request).read  # Django's ASGI handler has spooled the body already
-        outcome = await target.ahandle(request.method or "", request.headers.items(), _async(read))
+        outcome = await target.ahandle(_method(request), _headers(request), _async(read))
         return _respond(cast(Outcome, outcome))  # None only when a read says disconnected
 
     view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
     view.csrf_exempt = True  # what @csrf_exempt sets; async-safe on Django 4.2 too
+    view.service_webhooks_view = True  # found by the URL check (service_webhooks.W003)
     return view  # type: ignore[no-any-return]
+
+
+def _method(request: HttpRequest) -> str:
+    """The method exactly as received: Django upper-cases ``request.method``, but methods
+    are case-sensitive (RFC 9110 §9.1), so ``post`` must reach the receiver as is."""
+    scope = getattr(request, "scope", None)  # ASGI
+    if scope is not None:
+        return str(scope.get("method", ""))
+    return str(request.META.get("REQUEST_METHOD", request.method or ""))
+
+
+def _headers(request: HttpRequest) -> Any:
+    """One ``(name, value)`` pair per header line: under ASGI the server's own list
+    (Django joins repeated lines with ``","``, which could make two partial
+    ``Service-Signature`` lines read as one valid value); under WSGI the ``environ``'s,
+    where the server has joined them already."""
+    scope = getattr(request, "scope", None)
+    if scope is not None:
+        return scope.get("headers", [])
+    return request.headers.items()
 
 
 def _stream(request: HttpRequest) -> Any:

@@ -266,6 +266,83 @@ def stream_oversized(port: int, path: str, *, chunked: bool, size: int = 2 * MAX
     return int(received.split(b" ", 2)[1])
 
 
+@dataclass
+class RawAnswer:
+    """One answer read from a raw socket: its status, the 1xx statuses before it, its
+    head (lower-cased names) and body."""
+
+    status: int
+    interim: list[int]
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def reason(self) -> str:
+        reason: str = json.loads(self.body)["reason"]
+        return reason
+
+
+def raw_open(port: int, head: list[str], body: bytes = b"") -> socket.socket:
+    """Connect, send the request line and headers in ``head`` (``Host`` added), then
+    ``body`` as is (framing is the caller's); the socket stays open for more."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    lines = [head[0], "Host: 127.0.0.1", *head[1:]]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+    return sock
+
+
+def raw_answer(sock: socket.socket) -> RawAnswer:
+    """Read one final answer (after any 1xx) from ``sock``; waits at most 30 s."""
+    buffer, interim = b"", []
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            data = sock.recv(65536)
+            if not data:
+                raise AssertionError(f"connection closed before an answer: {buffer[:200]!r}")
+            buffer += data
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        status_line, *fields = head.decode("latin-1").split("\r\n")
+        status = int(status_line.split(" ", 2)[1])
+        if status >= 200:
+            break
+        interim.append(status)
+    headers = {}
+    for line in fields:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(buffer) < length:
+        data = sock.recv(65536)
+        if not data:
+            break
+        buffer += data
+    return RawAnswer(status, interim, headers, buffer[:length])
+
+
+def raw_request(port: int, head: list[str], body: bytes = b"") -> RawAnswer:
+    """One request from a raw socket (``Content-Length`` added for ``body``); its answer."""
+    sock = raw_open(port, [*head, f"Content-Length: {len(body)}"], body)
+    try:
+        return raw_answer(sock)
+    finally:
+        sock.close()
+
+
+def signed_head(method: str, path: str, body: bytes, *signatures: str) -> list[str]:
+    """A request head for ``body`` with one ``Service-Signature`` line per signature
+    (default: one valid signature)."""
+    lines = [f"{method} {path} HTTP/1.1", "Content-Type: application/json"]
+    return lines + [f"{SIGNATURE_HEADER}: {s}" for s in signatures or (signed(body),)]
+
+
+def split_signature(body: bytes) -> tuple[str, str]:
+    """A valid signature of ``body`` split in two partial lines: ``o:..,t:..`` and ``v:..``
+    (joined with ``","`` they form the valid value again)."""
+    pairs = signed(body).split(",")
+    v = next(p for p in pairs if p.startswith("v:"))
+    return ",".join(p for p in pairs if p != v), v
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Re-exported by each conftest: parametrize ``status_row`` over every row."""
     if "status_row" in metafunc.fixturenames:

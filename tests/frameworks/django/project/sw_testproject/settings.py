@@ -3,13 +3,13 @@
 Environment: ``SW_DJANGO_SQLITE`` (SQLite file), ``SW_DJANGO_PG`` (a PostgreSQL database
 on 127.0.0.1:5432, optional), ``SW_DJANGO_DEFAULT`` (``sqlite`` or ``pg``: which one
 is ``default``), ``SW_DJANGO_DOWN`` (a SQLite path in a missing directory: a database
-that cannot be reached).
+that cannot be reached), ``SW_DJANGO_DEBUG`` (``1``: ``DEBUG = True``).
 """
 
 import os
 
 SECRET_KEY = "test-only-not-secret"
-DEBUG = False
+DEBUG = os.environ.get("SW_DJANGO_DEBUG") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 USE_TZ = True
 ROOT_URLCONF = "sw_testproject.urls"

@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import include, path, resolve
+from django.urls import include, path, re_path, resolve
 from django.views.decorators.csrf import csrf_exempt
 from sw_testapp import webhooks
 
@@ -29,10 +29,10 @@ def which(request: HttpRequest) -> JsonResponse:
 
 
 urlpatterns = [
-    path("webhooks/", include("service_webhooks.adapters.django.urls")),
-    path("broken/", webhook_view(broken)),
-    path("async/webhooks/", webhook_view(asynchronous=True)),
-    path("async/broken/", webhook_view(broken, asynchronous=True)),
+    path("webhooks", include("service_webhooks.adapters.django.urls")),
+    re_path(r"^broken/?$", webhook_view(broken)),
+    re_path(r"^async/webhooks/?$", webhook_view(asynchronous=True)),
+    re_path(r"^async/broken/?$", webhook_view(broken, asynchronous=True)),
     path("bare/", bare),
     path("which/", which),
     path("admin/", admin.site.urls),

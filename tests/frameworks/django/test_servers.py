@@ -1,0 +1,259 @@
+"""The Django adapter through real servers: both URL spellings under ``APPEND_SLASH``
+(gunicorn, DEBUG on and off) and the URL check; the ASGI entry that answers before
+Django reads the body (uvicorn); case-sensitive POST and repeated signature lines; a
+slow client under the recommended gunicorn set-up (spec §5.2, §6.1, §7)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.test import override_settings
+
+MIB = 2**20
+HOOK = ["-c", "python:service_webhooks.adapters.gunicorn"]
+RECOMMENDED = [*HOOK, "--worker-class", "gthread", "--threads", "8", "--timeout", "30"]
+
+
+def serve(kit: ModuleType, tmp: Path, kind: str, *options: str, debug: bool = False) -> Any:
+    """The test project under gunicorn (``wsgi``, 1 worker, ``options``), or under uvicorn
+    as Django's ASGI app (``asgi``) or behind the webhook entry (``asgi_webhooks``)."""
+    port = kit.free_port()
+    if kind == "wsgi":
+        argv = [
+            str(kit.BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1",
+            "--graceful-timeout", "2", "--log-level", "warning", *options,
+            "sw_testproject.wsgi:application",
+        ]  # fmt: skip
+    else:
+        argv = [
+            str(kit.BIN / "uvicorn"), f"sw_testproject.{kind}:application", "--host",
+            "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
+        ]  # fmt: skip
+    env = {**kit.ENV, "PYTHONPATH": str(kit.PROJECT), "SW_DJANGO_DEBUG": "1" if debug else "0"}
+    return kit.start_server(argv, cwd=kit.PROJECT, env=env, log=tmp / f"{kind}.log", port=port)
+
+
+def deliver(kit: ModuleType, port: int, path: str, method: str = "POST", **data: Any) -> Any:
+    body = kit.envelope(**data)
+    return kit.contract.raw_request(port, kit.contract.signed_head(method, path, body), body)
+
+
+# -- both spellings, APPEND_SLASH, the URL check ------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+def test_both_spellings_are_processed_under_gunicorn_with_append_slash(
+    kit: ModuleType, tmp_path: Path, debug: bool
+) -> None:
+    from django.conf import settings
+
+    assert settings.APPEND_SLASH  # Django's default: a URL without its slash is redirected
+    running = serve(kit, tmp_path, "wsgi", *RECOMMENDED, debug=debug)
+    try:
+        answers = [deliver(kit, running.port, path) for path in ("/webhooks", "/webhooks/")]
+    finally:
+        kit.stop_server(running)
+    assert [(a.status, a.reason) for a in answers] == [(200, "processed")] * 2
+
+
+def test_the_project_urls_answer_both_spellings() -> None:
+    from django.urls import resolve
+
+    assert resolve("/webhooks").func is resolve("/webhooks/").func
+
+
+def test_a_urlconf_with_one_spelling_is_a_warning() -> None:
+    with override_settings(ROOT_URLCONF="sw_testproject.urls_one_spelling"):
+        found = checks.run_checks(tags=["service_webhooks"])
+    assert [m.id for m in found] == ["service_webhooks.W004"] * 2
+    assert "'/hooks' is not answered as '/hooks/'" in found[0].msg
+    assert "'/webhooks' is not answered as '/webhooks'" in found[1].msg
+    assert 'path("webhooks", include(' in str(found[1].hint)
+
+
+# -- the ASGI entry (uvicorn) and Django's own ASGI handler ----------------------------
+
+
+@pytest.fixture(scope="module")
+def entry(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The project under uvicorn behind ``webhook_asgi`` (sw_testproject/asgi_webhooks.py)."""
+    running = serve(kit, tmp_path_factory.mktemp("entry"), "asgi_webhooks")
+    yield running
+    kit.stop_server(running)
+
+
+@pytest.fixture(scope="module", params=["asgi", "asgi_webhooks"])
+def asgi(
+    kit: ModuleType, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """The project under uvicorn: Django's ASGI app, then behind ``webhook_asgi``."""
+    running = serve(kit, tmp_path_factory.mktemp(request.param), request.param)
+    yield running
+    kit.stop_server(running)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", ["/webhooks", "/webhooks/"])
+def test_the_entry_processes_deliveries_with_the_project_handlers(
+    kit: ModuleType, entry: Any, path: str
+) -> None:
+    from sw_testapp.models import Delivery
+
+    note_id = uuid.uuid4().hex
+    answer = deliver(kit, entry.port, path, id=note_id)
+    assert (answer.status, answer.reason) == (200, "processed")
+    assert Delivery.objects.filter(note_id=note_id).count() == 1  # the handler's ORM write
+    retry = deliver(kit, entry.port, path, id=note_id)  # a new body: processed again
+    assert retry.status == 200
+
+
+@pytest.mark.e2e
+def test_the_entry_passes_other_requests_to_django(kit: ModuleType, entry: Any) -> None:
+    answer = kit.contract.raw_request(entry.port, ["GET /which/ HTTP/1.1"])
+    assert (answer.status, answer.body) == (200, b'{"async": true}')
+
+
+@pytest.mark.e2e
+def test_the_entry_answers_a_declared_8_mib_body_before_it_is_sent(
+    kit: ModuleType, entry: Any
+) -> None:
+    body = kit.envelope()
+    head = kit.contract.signed_head("POST", "/webhooks", body)
+    sock = kit.contract.raw_open(entry.port, [*head, f"Content-Length: {8 * MIB}"])
+    try:
+        answer = kit.contract.raw_answer(sock)  # nothing of the body was sent
+    finally:
+        sock.close()
+    assert (answer.status, answer.reason, answer.interim) == (413, "payload_too_large", [])
+
+
+@pytest.mark.e2e
+def test_the_entry_answers_a_64_mib_chunked_body_after_reading_about_1_mib(
+    kit: ModuleType, entry: Any
+) -> None:
+    body = kit.envelope()
+    head = kit.contract.signed_head("POST", "/webhooks", body)
+    sock = kit.contract.raw_open(entry.port, [*head, "Transfer-Encoding: chunked"])
+    piece = b"x" * 65536
+    sent = 0
+
+    def pump() -> None:  # 2 MiB of a 64 MiB body, and never its end
+        nonlocal sent
+        try:
+            for _ in range(2 * MIB // len(piece)):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent += len(piece)
+        except OSError:
+            pass  # answered and closed: allowed
+
+    sender = threading.Thread(target=pump, daemon=True)
+    sender.start()
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sender.join(30)
+        sock.close()
+    # an answer came although the body never ended: at most the 2 MiB sent were read
+    assert (answer.status, answer.reason) == (413, "payload_too_large")
+    assert sent <= 2 * MIB
+
+
+@pytest.mark.e2e
+def test_the_entry_refuses_expect_100_continue_with_an_oversized_length(
+    kit: ModuleType, entry: Any
+) -> None:
+    body = kit.envelope()
+    head = kit.contract.signed_head("POST", "/webhooks", body)
+    sock = kit.contract.raw_open(
+        entry.port, [*head, "Expect: 100-continue", f"Content-Length: {64 * MIB}"]
+    )
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.status, answer.interim) == (413, [])
+
+
+@pytest.mark.e2e
+def test_a_lower_case_post_is_405_under_uvicorn(kit: ModuleType, asgi: Any) -> None:
+    for path in ("/webhooks/", "/async/webhooks/"):
+        answer = deliver(kit, asgi.port, path, method="post")
+        assert (answer.status, answer.reason) == (405, "method_not_allowed"), path
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("split", [False, True], ids=["two-full-lines", "two-partial-lines"])
+def test_two_signature_lines_are_refused_under_uvicorn(
+    kit: ModuleType, asgi: Any, split: bool
+) -> None:
+    body = kit.envelope()
+    lines = kit.contract.split_signature(body) if split else (kit.signed(body),) * 2
+    answer = kit.contract.raw_request(
+        asgi.port, kit.contract.signed_head("POST", "/webhooks/", body, *lines), body
+    )
+    assert (answer.status, answer.reason) == (401, "format")
+
+
+# -- gunicorn: repeated lines with the hook; a slow client under the recommended set-up ---
+
+
+@pytest.fixture(scope="module")
+def recommended(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """gunicorn with the recommended options (gthread, 8 threads, the hook)."""
+    running = serve(kit, tmp_path_factory.mktemp("recommended"), "wsgi", *RECOMMENDED)
+    yield running
+    kit.stop_server(running)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("split", [False, True], ids=["two-full-lines", "two-partial-lines"])
+def test_two_signature_lines_are_refused_under_gunicorn_with_the_hook(
+    kit: ModuleType, recommended: Any, split: bool
+) -> None:
+    body = kit.envelope()
+    lines = kit.contract.split_signature(body) if split else (kit.signed(body),) * 2
+    answer = kit.contract.raw_request(
+        recommended.port, kit.contract.signed_head("POST", "/webhooks", body, *lines), body
+    )
+    assert (answer.status, answer.reason) == (401, "format")
+
+
+def _still_open(sock: socket.socket) -> bool:
+    """Nothing answered and not closed by the server."""
+    sock.setblocking(False)
+    try:
+        return not sock.recv(1)
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+@pytest.mark.e2e
+def test_a_slow_client_does_not_delay_other_deliveries_under_the_recommended_setup(
+    kit: ModuleType, recommended: Any
+) -> None:
+    body = kit.envelope()
+    head = kit.contract.signed_head("POST", "/webhooks", body)
+    headers_trickler = socket.create_connection(("127.0.0.1", recommended.port), timeout=30)
+    headers_trickler.sendall(b"POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # no end
+    body_trickler = kit.contract.raw_open(
+        recommended.port, [*head, f"Content-Length: {len(body)}"], body[:10]
+    )
+    try:
+        answer = deliver(kit, recommended.port, "/webhooks")  # raw_answer waits 30 s at most
+        assert (answer.status, answer.reason) == (200, "processed")
+        assert _still_open(headers_trickler) is True
+        assert _still_open(body_trickler) is True
+    finally:
+        headers_trickler.close()
+        body_trickler.close()

@@ -1,0 +1,128 @@
+"""The Flask adapter under gunicorn: both URL spellings, case-sensitive POST, repeated
+signature lines (with and without the gunicorn hook) and a slow client under the
+recommended set-up (spec §5.2, §6.1, §7)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+HOOK = ["-c", "python:service_webhooks.adapters.gunicorn"]
+RECOMMENDED = [*HOOK, "--worker-class", "gthread", "--threads", "8", "--timeout", "30"]
+
+
+def serve(kit: ModuleType, tmp: Path, *options: str) -> Any:
+    """The test app under gunicorn, 1 worker, with ``options``."""
+    port = kit.free_port()
+    argv = [
+        str(kit.BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1",
+        "--graceful-timeout", "2", "--log-level", "warning", "--chdir", str(kit.HERE),
+        *options, "webhook_app:create_app()",
+    ]  # fmt: skip
+    env = {
+        "SW_TEST_STORE": str(tmp / "store.sqlite3"),
+        "SW_TEST_BROKEN_STORE": str(tmp / "x" / "y"),
+    }
+    return kit.start_server(argv, cwd=kit.HERE, env=env, log=tmp / "gunicorn.log", port=port)
+
+
+@pytest.fixture(scope="module")
+def recommended(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    running = serve(kit, tmp_path_factory.mktemp("recommended"), *RECOMMENDED)
+    yield running
+    kit.stop_server(running)
+
+
+@pytest.fixture(scope="module")
+def without_hook(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    running = serve(kit, tmp_path_factory.mktemp("plain"), "--threads", "4")
+    yield running
+    kit.stop_server(running)
+
+
+def send(kit: ModuleType, port: int, path: str, *lines: str, method: str = "POST") -> Any:
+    body = kit.envelope()
+    signatures = [line(body) for line in lines] if lines else []
+    head = kit.contract.signed_head(method, path, body, *signatures)
+    return kit.contract.raw_request(port, head, body)
+
+
+@pytest.mark.parametrize("path", ["/webhooks", "/webhooks/"])
+def test_both_spellings_are_processed_under_gunicorn(
+    kit: ModuleType, recommended: Any, path: str
+) -> None:
+    answer = send(kit, recommended.port, path)
+    assert (answer.status, answer.reason) == (200, "processed")
+
+
+def test_a_lower_case_post_is_never_processed_under_gunicorn(
+    kit: ModuleType, recommended: Any
+) -> None:
+    answer = send(kit, recommended.port, "/webhooks", method="post")
+    assert answer.status in (400, 405)  # gunicorn may refuse the method itself (400)
+    assert answer.status != 200
+
+
+def _partial(kit: ModuleType) -> tuple[Any, Any]:
+    return (
+        lambda body: kit.contract.split_signature(body)[0],
+        lambda body: kit.contract.split_signature(body)[1],
+    )
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["two-full-lines", "two-partial-lines"])
+def test_two_signature_lines_are_refused_under_gunicorn_with_the_hook(
+    kit: ModuleType, recommended: Any, split: bool
+) -> None:
+    lines = _partial(kit) if split else (kit.signed, kit.signed)
+    answer = send(kit, recommended.port, "/webhooks", *lines)
+    assert (answer.status, answer.reason) == (401, "format")
+
+
+def test_without_the_hook_gunicorn_joins_two_lines_with_a_comma(
+    kit: ModuleType, without_hook: Any
+) -> None:
+    """What docs/security.md says of a WSGI server without the hook: two full lines
+    joined hold six pairs (refused), two partial lines joined read as one valid value."""
+    full = send(kit, without_hook.port, "/webhooks", kit.signed, kit.signed)
+    assert (full.status, full.reason) == (401, "format")
+    partial = send(kit, without_hook.port, "/webhooks", *_partial(kit))
+    assert (partial.status, partial.reason) == (200, "processed")
+
+
+def _still_open(sock: socket.socket) -> bool:
+    """Nothing answered and not closed by the server."""
+    sock.setblocking(False)
+    try:
+        return not sock.recv(1)
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def test_a_slow_client_does_not_delay_other_deliveries_under_the_recommended_setup(
+    kit: ModuleType, recommended: Any
+) -> None:
+    body = kit.envelope()
+    head = kit.contract.signed_head("POST", "/webhooks", body)
+    headers_trickler = socket.create_connection(("127.0.0.1", recommended.port), timeout=30)
+    headers_trickler.sendall(b"POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # no end
+    body_trickler = kit.contract.raw_open(
+        recommended.port, [*head, f"Content-Length: {len(body)}"], body[:10]
+    )
+    try:
+        answer = send(kit, recommended.port, "/webhooks")  # waits 30 s at most
+        assert (answer.status, answer.reason) == (200, "processed")
+        assert _still_open(headers_trickler) is True
+        assert _still_open(body_trickler) is True
+    finally:
+        headers_trickler.close()
+        body_trickler.close()
