@@ -58,7 +58,7 @@ def webhook_view(
 
     view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
     view.csrf_exempt = True  # what @csrf_exempt sets; async-safe on Django 4.2 too
-    view.service_webhooks_view = True  # found by the URL check (service_webhooks.W003)
+    view.service_webhooks_view = True  # found by the URL check (service_webhooks.W004)
     return view  # type: ignore[no-any-return]
 
 
