@@ -16,6 +16,7 @@ import pytest
 PUBLIC_MODULES = [
     "service_webhooks",
     "service_webhooks.stores",
+    "service_webhooks.inbox",
     "service_webhooks.adapters.asgi",
     "service_webhooks.adapters.flask",
     "service_webhooks.adapters.django",
