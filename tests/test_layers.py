@@ -74,7 +74,11 @@ def _within(module: str, prefixes: tuple[str, ...]) -> bool:
 
 def _core_files() -> list[Path]:
     return sorted(
-        [*PACKAGE.glob("*.py"), *(PACKAGE / "stores").glob("*.py"), *(PACKAGE / "inbox").glob("*.py")]
+        [
+            *PACKAGE.glob("*.py"),
+            *(PACKAGE / "stores").glob("*.py"),
+            *(PACKAGE / "inbox").glob("*.py"),
+        ]
     )
 
 

@@ -79,7 +79,9 @@ def test_seen_counts_deliveries_per_key(inbox: Inbox) -> None:
 def test_replays_are_appended_in_order(inbox: Inbox) -> None:
     record = delivery()
     inbox.record(record)
-    one = Replay(at=T0, status=500, reason="handler_failed", error_type="KeyError", handler_time=0.5)
+    one = Replay(
+        at=T0, status=500, reason="handler_failed", error_type="KeyError", handler_time=0.5
+    )
     two = Replay(at=T0 + datetime.timedelta(seconds=5), status=200, reason="processed", forced=True)
     assert inbox.add_replay(record.id, one) is True
     assert inbox.add_replay(record.id, two) is True
@@ -95,9 +97,7 @@ def test_search_pages_newest_first_and_is_stable_while_new_ones_arrive(inbox: In
     same_time = [delivery(at=T0 + datetime.timedelta(seconds=3)) for _ in range(2)]
     for record in (*records, *same_time):
         inbox.record(record)
-    expected = sorted(
-        (*records, *same_time), key=lambda r: (r.received_at, r.id), reverse=True
-    )
+    expected = sorted((*records, *same_time), key=lambda r: (r.received_at, r.id), reverse=True)
     first = inbox.search(limit=4)
     assert [r.id for r in first.items] == [r.id for r in expected[:4]]
     assert first.next_cursor is not None

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -408,9 +406,7 @@ def test_an_unhandled_delivery_is_processed_by_replay_once_its_handler_exists(
     receiver.on("note.updated")(seen.append)
     outcome = receiver.replay(record.id)
     assert (outcome.status, outcome.reason) == (200, "processed")
-    assert [(e.name, e.organization_id, e.body) for e in seen] == [
-        ("note.updated", ORG, body)
-    ]
+    assert [(e.name, e.organization_id, e.body) for e in seen] == [("note.updated", ORG, body)]
     assert seen[0].idempotency_key == record.idempotency_key
     stored = inbox.get(record.id)
     assert stored is not None
@@ -482,5 +478,3 @@ def test_observers_and_a_tracer_still_see_the_delivery(
     receiver.process(body, sign(body, SECRET, ORG))
     assert seen == ["unhandled"]
     assert only(inbox).reason == "unhandled"
-
-
