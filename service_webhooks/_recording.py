@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Iterable
 from contextvars import ContextVar
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import msgspec
 
@@ -269,24 +269,39 @@ class Recorder:
         if error is not None:
             message = str(error)[:_MAX_MESSAGE]
             trace = "".join(traceback.format_exception(error))[-_MAX_TRACEBACK:]
+        version = note.version
+        if version is not None and not -(2**63) <= version < 2**63:
+            version = None  # a 64-bit column cannot hold it; the body still has it
         return ReceivedDelivery(
             id=_random.token_hex(16),
             received_at=from_micros(int(note.received * 1_000_000)),
-            organization_id=organization_id,
-            event_name=outcome.event_name,
-            version=note.version,
-            idempotency_key=key,
+            organization_id=_storable(organization_id),
+            event_name=_storable(outcome.event_name),
+            version=version,
+            idempotency_key=_storable(key),
             body=note.body,
-            content_type=note.content_type,
-            user_agent=note.user_agent,
+            content_type=_storable(note.content_type),
+            user_agent=_storable(note.user_agent),
             status=outcome.status,
             reason=outcome.reason,
-            detail=note.detail,
-            error_type=note.error_type,
-            error_message=message,
-            traceback=trace,
+            detail=_storable(note.detail),
+            error_type=_storable(note.error_type),
+            error_message=_storable(message),
+            traceback=_storable(trace),
             handler_time=note.handler_time,
         )
+
+
+@overload
+def _storable(text: str) -> str: ...
+@overload
+def _storable(text: str | None) -> str | None: ...
+def _storable(text: str | None) -> str | None:
+    """``text`` any database can store: no NUL, no lone surrogate (both become
+    replacement characters). The body keeps the exact bytes."""
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
 def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:

@@ -108,6 +108,15 @@ class PostgresInbox(SQLInbox):
     def __repr__(self) -> str:
         return f"PostgresInbox(table={self.table!r})"
 
+    @staticmethod
+    def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE) -> str:
+        """The DDL :meth:`create_schema` runs for ``table``: copy it into your migrations.
+
+        Raises:
+            ConfigurationError: A bad table name.
+        """
+        return schema_sql(table)
+
     def _time_param(self, micros: int) -> Any:
         return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
             microseconds=micros

@@ -315,7 +315,7 @@ def schema(table: str, types: dict[str, str], index_prefix: str) -> list[str]:
             f"received_at {types['time']} NOT NULL",
             f"organization_id {types['text']} NOT NULL",
             f"event_name {types['text']}",
-            "version integer",
+            f"version {types['int']}",
             f"idempotency_key {types['text']}",
             f"body {types['bytes']} NOT NULL",
             f"content_type {types['text']}",

@@ -231,3 +231,16 @@ def test_memory_inbox_is_bounded() -> None:
     for record in records:
         inbox.record(record)
     assert [r.id for r in inbox.search().items] == [r.id for r in reversed(records[2:])]
+
+
+def test_postgres_schema_sql_is_the_ddl() -> None:
+    pytest.importorskip("psycopg")
+    from service_webhooks.inbox import PostgresInbox
+
+    ddl = PostgresInbox.schema_sql("app.inbox")
+    assert ddl.startswith("CREATE TABLE IF NOT EXISTS app.inbox (")
+    assert (
+        "CREATE INDEX IF NOT EXISTS inbox_received ON app.inbox (received_at DESC, id DESC)" in ddl
+    )
+    with pytest.raises(ConfigurationError):
+        PostgresInbox.schema_sql("bad name; drop")
