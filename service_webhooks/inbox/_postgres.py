@@ -10,19 +10,21 @@ cannot be written.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import re
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ._base import DEFAULT_INBOX_RETENTION, check_bounds
-from ._sql import SQLInbox, schema
+from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
+from ._sql import SQLInbox, encode_replay, schema
 
 try:
     import psycopg
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "PostgresInbox needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
@@ -103,6 +105,9 @@ class PostgresInbox(SQLInbox):
         self._timeout = timeout
         self._prune_every = prune_every
         self._lock = threading.Lock()
+        self._apools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
+        ] = weakref.WeakKeyDictionary()
         super().__init__()
 
     def __repr__(self) -> str:
@@ -184,6 +189,64 @@ class PostgresInbox(SQLInbox):
             connection.execute(f"DROP TABLE IF EXISTS {self.table}".encode())
             if connection.info.transaction_status != _IDLE:
                 connection.commit()
+
+    # -- async: recording and reading one record on the event loop ----------------------
+
+    async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
+        if self._conninfo is None:
+            return None  # a sync pool only: run it in a worker thread
+        loop = asyncio.get_running_loop()
+        pool = self._apools.get(loop)
+        if pool is None:
+            pool = AsyncConnectionPool(
+                self._conninfo,
+                min_size=1,
+                max_size=self._max_size,
+                timeout=self._timeout,
+                kwargs={"autocommit": True, "connect_timeout": max(1, round(self._timeout))},
+                open=False,
+                name="service_webhooks_inbox",
+            )
+            self._apools[loop] = pool
+            await pool.open()
+        return pool
+
+    async def _arun(
+        self, pool: AsyncConnectionPool[Any], statement: str, params: Sequence[Any]
+    ) -> tuple[int, list[tuple[Any, ...]]]:
+        async with pool.connection() as connection:
+            cursor = await connection.execute(statement.encode(), params)
+            rows = await cursor.fetchall() if cursor.description is not None else []
+            return cursor.rowcount, rows
+
+    async def arecord(self, delivery: ReceivedDelivery) -> int:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.record, delivery)
+        rows = (await self._arun(pool, self._insert, self._insert_values(delivery)))[1]
+        if self._prune_due():
+            await asyncio.to_thread(self.prune)
+        return int(rows[0][0]) if rows else 1
+
+    async def aget(self, delivery_id: str) -> ReceivedDelivery | None:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.get, delivery_id)
+        rows = (await self._arun(pool, self._get, [delivery_id]))[1]
+        return self._row(rows[0]) if rows else None
+
+    async def aadd_replay(self, delivery_id: str, replay: Replay) -> bool:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.add_replay, delivery_id, replay)
+        params = [encode_replay(replay), delivery_id]
+        return (await self._arun(pool, self._append_replay_sql(), params))[0] == 1
+
+    async def aclose(self) -> None:
+        """Close the asyncio pool this inbox opened for the running event loop."""
+        pool = self._apools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
 
     def close(self) -> None:
         """Close the pool this inbox opened (a pool you passed in stays open)."""

@@ -195,8 +195,8 @@ class SQLInbox(SyncInbox):
 
     # -- the contract -----------------------------------------------------------------
 
-    def record(self, delivery: ReceivedDelivery) -> int:
-        values = [
+    def _insert_values(self, delivery: ReceivedDelivery) -> list[Any]:
+        return [
             delivery.id,
             self._time_param(to_micros(delivery.received_at)),
             delivery.organization_id,
@@ -216,20 +216,26 @@ class SQLInbox(SyncInbox):
             delivery.size,
             delivery.idempotency_key,
         ]
-        rows = self._query(self._insert, values)
-        if self._prune_every:
-            with self._count_lock:
-                self._records_since_prune += 1
-                due = self._records_since_prune >= self._prune_every
-                if due:
-                    self._records_since_prune = 0
-            if due:
-                self.prune()
+
+    def _prune_due(self) -> bool:
+        if not self._prune_every:
+            return False
+        with self._count_lock:
+            self._records_since_prune += 1
+            if self._records_since_prune < self._prune_every:
+                return False
+            self._records_since_prune = 0
+            return True
+
+    def record(self, delivery: ReceivedDelivery) -> int:
+        rows = self._query(self._insert, self._insert_values(delivery))
+        if self._prune_due():
+            self.prune()
         return int(rows[0][0]) if rows else 1
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
-        encoded = _encoder.encode(replay).decode()
-        return self._execute(self._append_replay_sql(), [encoded, delivery_id]) == 1
+        params = [encode_replay(replay), delivery_id]
+        return self._execute(self._append_replay_sql(), params) == 1
 
     def get(self, delivery_id: str) -> ReceivedDelivery | None:
         rows = self._query(self._get, [delivery_id])
@@ -305,6 +311,11 @@ class SQLInbox(SyncInbox):
         return self._execute(
             self._sql(f"DELETE FROM {self._table_sql()}{self._and(clauses)}"), params
         )
+
+
+def encode_replay(replay: Replay) -> str:
+    """One replay as the JSON text appended to a record's ``replays``."""
+    return _encoder.encode(replay).decode()
 
 
 def schema(table: str, types: dict[str, str], index_prefix: str) -> list[str]:

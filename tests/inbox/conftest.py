@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,16 @@ from service_webhooks.inbox import Inbox, MemoryInbox, SQLiteInbox
 POSTGRES_URL = os.environ.get(
     "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
 )
+
+
+@pytest.fixture
+async def async_cleanup() -> AsyncIterator[list[Callable[[], Awaitable[None]]]]:
+    """Coroutines awaited in the test's own event loop once the test is over (an asyncio
+    pool belongs to the loop that opened it)."""
+    closers: list[Callable[[], Awaitable[None]]] = []
+    yield closers
+    for close in reversed(closers):
+        await close()
 
 
 def _memory(request: pytest.FixtureRequest, **options: Any) -> Inbox:
@@ -42,6 +52,8 @@ def _postgres(request: pytest.FixtureRequest, **options: Any) -> Inbox:
     table = f"service_webhooks_inbox_test_{uuid.uuid4().hex[:16]}"
     inbox = PostgresInbox(POSTGRES_URL, table=table, max_size=4, **options)
     inbox.create_schema()
+    options_cleanup: list[Callable[[], Awaitable[None]]] = request.getfixturevalue("async_cleanup")
+    options_cleanup.append(inbox.aclose)
 
     def clean() -> None:
         inbox.drop_schema()
@@ -59,7 +71,9 @@ BACKENDS: dict[str, Callable[..., Inbox]] = {
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def make_inbox(request: pytest.FixtureRequest) -> Callable[..., Inbox]:
+def make_inbox(
+    request: pytest.FixtureRequest, async_cleanup: list[Callable[[], Awaitable[None]]]
+) -> Callable[..., Inbox]:
     """``make_inbox(**options)``: a fresh, empty inbox of the parametrized backend."""
     factory = BACKENDS[request.param]
     return lambda **options: factory(request, **options)
