@@ -62,6 +62,10 @@ INDEXES = (
     ("event", "event_name, received_at"),
     ("organization", "organization_id, received_at"),
 )
+"""Every index: keyset order, the ``seen`` count, then one per filter with time."""
+
+ESSENTIAL_INDEXES = INDEXES[:2]
+"""Keyset order and the ``seen`` count only: filtered queries walk the keyset index."""
 
 
 class SQLInbox(SyncInbox):
@@ -318,7 +322,12 @@ def encode_replay(replay: Replay) -> str:
     return _encoder.encode(replay).decode()
 
 
-def schema(table: str, types: dict[str, str], index_prefix: str) -> list[str]:
+def schema(
+    table: str,
+    types: dict[str, str],
+    index_prefix: str,
+    indexes: tuple[tuple[str, str], ...] = INDEXES,
+) -> list[str]:
     """``CREATE TABLE`` and ``CREATE INDEX`` statements (idempotent) for one dialect."""
     columns = ",\n    ".join(
         [
@@ -344,7 +353,7 @@ def schema(table: str, types: dict[str, str], index_prefix: str) -> list[str]:
         ]
     )
     statements = [f"CREATE TABLE IF NOT EXISTS {table} (\n    {columns}\n)"]
-    for suffix, columns_sql in INDEXES:
+    for suffix, columns_sql in indexes:
         statements.append(
             f"CREATE INDEX IF NOT EXISTS {index_prefix}_{suffix} ON {table} ({columns_sql})"
         )
