@@ -182,7 +182,14 @@ def _handle(receiver: WebhookReceiver) -> Outcome:
     if outcome is not None:  # a body without Content-Length ran over the cap
         return outcome
     signature = ",".join(request.headers.getlist(receiver.signature_header)) or None
-    return receiver.process(body, signature, method=request.method)
+    headers = request.headers  # Content-Type and User-Agent are kept in the inbox
+    return receiver.process(
+        body,
+        signature,
+        method=request.method,
+        content_type=headers.get("Content-Type"),
+        user_agent=headers.get("User-Agent"),
+    )
 
 
 def _respond(outcome: Outcome) -> Response:

@@ -54,7 +54,9 @@ def webhook_view(
         outcome = target.precheck(request.method or "", _length(request))
         if outcome is None:
             body = read_capped(_stream(request), target.max_body_size + 1)
-            outcome = target.process(body, _signature(request), method=request.method or "")
+            outcome = target.process(
+                body, _signature(request), method=request.method or "", **_described(request)
+            )
         return _respond(outcome)
 
     async def adeliver(request: HttpRequest) -> HttpResponse:
@@ -62,7 +64,9 @@ def webhook_view(
         if outcome is None:
             body = read_capped(_stream(request), target.max_body_size + 1)  # spooled by Django
             signature = _signature(request)
-            outcome = await target.aprocess(body, signature, method=request.method or "")
+            outcome = await target.aprocess(
+                body, signature, method=request.method or "", **_described(request)
+            )
         return _respond(outcome)
 
     view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
@@ -76,6 +80,12 @@ def _length(request: HttpRequest) -> int | None:
 
 
 _SIGNATURE_META = "HTTP_" + WebhookReceiver.signature_header.upper().replace("-", "_")
+
+
+def _described(request: HttpRequest) -> dict[str, str | None]:
+    """Content-Type and User-Agent, kept in the receiver's inbox."""
+    meta = request.META
+    return {"content_type": meta.get("CONTENT_TYPE"), "user_agent": meta.get("HTTP_USER_AGENT")}
 
 
 def _signature(request: HttpRequest) -> str | None:
