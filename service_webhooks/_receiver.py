@@ -759,7 +759,7 @@ class WebhookReceiver:
     ) -> Outcome:
         """The one exit of every delivery: record it when someone listens, return it."""
         if self._recorder is not None:  # inbox: the details of this answer
-            note_finish(version, key, handler_time, detail, error_type)
+            note_finish(self._recorder, outcome, version, key, handler_time, detail, error_type)
         observers = self._observers
         if observers or logger.isEnabledFor(logging.INFO):
             record = DeliveryRecord(

@@ -168,15 +168,22 @@ class Note:
 
 
 def note_finish(
+    recorder: Recorder,
+    outcome: Outcome,
     version: int | None,
     key: str | None,
     handler_time: float | None,
     detail: str,
     error_type: str | None,
 ) -> None:
-    """Called by the receiver's ``_finish``: the answer's details."""
+    """Called by the receiver's ``_finish``: the answer's details. An answer given
+    outside :meth:`Recorder.process` (``precheck``, or ``handle`` refusing before the
+    body was read) is a refusal before authentication: counted."""
     note = _current.get()
-    if note is not None:
+    if note is None:
+        if outcome.organization_id is None:
+            recorder.inbox.count_rejected(outcome.reason)
+    else:
         note.version, note.key, note.handler_time = version, key, handler_time
         note.detail, note.error_type = detail, error_type
 

@@ -478,3 +478,14 @@ def test_observers_and_a_tracer_still_see_the_delivery(
     receiver.process(body, sign(body, SECRET, ORG))
     assert seen == ["unhandled"]
     assert only(inbox).reason == "unhandled"
+
+
+def test_refusals_before_the_body_is_read_are_counted(
+    receiver: WebhookReceiver, inbox: MemoryInbox
+) -> None:
+    assert receiver.precheck("PUT") is not None
+    assert receiver.precheck("POST", 10**9) is not None
+    too_big = [(SIGNATURE_HEADER, "o:x,t:1,v:x"), ("Content-Length", str(10**9))]
+    assert receiver.handle("POST", too_big, lambda size: b"").status == 413
+    assert inbox.rejected() == {"method_not_allowed": 1, "payload_too_large": 2}
+    assert inbox.search().items == ()
