@@ -46,6 +46,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import msgspec
 
+from . import _recording
 from ._credentials import SecretsConfig, as_resolver
 from ._dispatch import Registration, Router, arun, run
 from ._envelope import MAX_BODY_SIZE, decode_envelope
@@ -84,6 +85,7 @@ from ._outcome import (
     Outcome,
     outcome_for_error,
 )
+from ._recording import InboxConfig, Recorder, describe, note_error, note_finish, open_inbox
 from ._renewal import Renewer
 from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record, printable
 from ._signing import (
@@ -93,6 +95,7 @@ from ._signing import (
     parse_signature_header,
     verify,
 )
+from .inbox._base import Inbox
 from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
 
 __all__ = ["SETTINGS", "WebhookReceiver"]
@@ -193,6 +196,14 @@ class WebhookReceiver:
             unknown event name (neither catalogued, declared nor a pattern) raises
             ``ConfigurationError`` instead of logging a warning. A given ``router``
             keeps its own setting.
+        inbox: Where every authenticated delivery is recorded, with its answer, before
+            the answer is sent (see :mod:`service_webhooks.inbox`). Default: a SQLite
+            inbox in the idempotency store's file when the store is the default or a
+            SQLite one, else none. ``False``: none. A URL (``sqlite:PATH``,
+            ``postgresql://…``, ``memory``) or an :class:`~service_webhooks.inbox.Inbox`:
+            that one. ``True``: beside the store (SQLite or PostgreSQL) or an error.
+            A delivery that cannot be recorded is answered 503 ``store_unavailable``
+            (the service retries it), never 2xx.
 
     Raises:
         ConfigurationError: Any argument out of range (messages never show secrets).
@@ -218,6 +229,7 @@ class WebhookReceiver:
         tracer: DeliveryTracer | None = None,
         unit_of_work: UnitOfWork | None = None,
         strict: bool = False,
+        inbox: InboxConfig = None,
     ) -> None:
         if not tolerance >= 0:
             raise ConfigurationError("tolerance must be >= 0 seconds")
@@ -255,6 +267,9 @@ class WebhookReceiver:
         self.tracer = tracer
         self.unit_of_work = unit_of_work
         self._renewer = Renewer(self.store, self.lease)
+        # inbox: None when off; the Recorder runs the pipeline and records its answer
+        self.inbox: Inbox | None = open_inbox(inbox, store, self.store)
+        self._recorder = None if self.inbox is None else Recorder(self, self.inbox)
 
     def __repr__(self) -> str:
         return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
@@ -312,6 +327,38 @@ class WebhookReceiver:
         """Stop calling ``observer`` (no error when it was not registered)."""
         self._observers = tuple(o for o in self._observers if o is not observer)
 
+    # -- inbox: replay a recorded delivery ---------------------------------------------
+
+    def replay(self, delivery_id: str, *, force: bool = False) -> Outcome:
+        """Run the handlers again on a delivery kept in :attr:`inbox`.
+
+        The stored body goes through the same steps as a delivery after its signature
+        was verified (the timestamp is not checked again): decode, find handlers,
+        claim the idempotency key, run, complete. So a delivery whose key was processed
+        is a ``duplicate`` and runs nothing, unless ``force=True`` (its handlers then
+        run without a claim, the key staying done). A delivery answered ``unhandled``
+        runs once its handler is registered. The replay (time, status, reason, whether
+        forced) is appended to the record's ``replays``.
+
+        Args:
+            delivery_id: The record's full ID
+                (:attr:`~service_webhooks.inbox.ReceivedDelivery.id`).
+            force: Run the handlers even when the key is recorded as processed.
+
+        Returns:
+            The :class:`~service_webhooks.Outcome` the replay would have answered.
+
+        Raises:
+            KeyError: No record with this ID in the inbox.
+            ConfigurationError: This receiver keeps no inbox.
+            Exception: Whatever the inbox raises when it cannot be read or written.
+        """
+        return _recording.replay(self, delivery_id, force=force)
+
+    async def areplay(self, delivery_id: str, *, force: bool = False) -> Outcome:
+        """Async twin of :meth:`replay` (handlers run as under :meth:`aprocess`)."""
+        return await _recording.areplay(self, delivery_id, force=force)
+
     # -- what adapters call: the request as the server gives it ----------------------
 
     def handle(
@@ -345,6 +392,8 @@ class WebhookReceiver:
         limit = (
             self.max_body_size if max_body_size is None else min(max_body_size, self.max_body_size)
         )
+        if self._recorder is not None and not isinstance(headers, list | tuple):
+            headers = list(headers)  # type: ignore[assignment]  # inbox: read twice
         signature, length = _scan_headers(headers)
         error = _request_line_error(method, length, limit)
         if error is not None:
@@ -362,6 +411,9 @@ class WebhookReceiver:
                 PayloadTooLargeError(f"body is larger than {limit} bytes"), started
             )
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
+            content_type, user_agent = describe(headers)
+            return self._recorder.process(body, signature, method, content_type, user_agent)
         return self.process(body, signature, method=method)
 
     async def ahandle(
@@ -386,6 +438,8 @@ class WebhookReceiver:
         limit = (
             self.max_body_size if max_body_size is None else min(max_body_size, self.max_body_size)
         )
+        if self._recorder is not None and not isinstance(headers, list | tuple):
+            headers = list(headers)  # type: ignore[assignment]  # inbox: read twice
         signature, length = _scan_headers(headers)
         error = _request_line_error(method, length, limit)
         if error is not None:
@@ -405,12 +459,21 @@ class WebhookReceiver:
                 PayloadTooLargeError(f"body is larger than {limit} bytes"), started
             )
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
+            content_type, user_agent = describe(headers)
+            return await self._recorder.aprocess(body, signature, method, content_type, user_agent)
         return await self.aprocess(body, signature, method=method)
 
     # -- the two drivers: identical but for how they call the store and handlers ----
 
     def process(
-        self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
+        self,
+        body: bytes,
+        signature: str | bytes | None,
+        *,
+        method: str = "POST",
+        content_type: str | None = None,
+        user_agent: str | None = None,
     ) -> Outcome:
         """Handle one delivery whose body was already read, synchronously.
 
@@ -419,11 +482,15 @@ class WebhookReceiver:
                 bytes of a larger one are enough.
             signature: The ``Service-Signature`` header value, ``None`` if absent.
             method: The HTTP method.
+            content_type: The request's ``Content-Type``, kept in the inbox.
+            user_agent: The request's ``User-Agent``, kept in the inbox.
 
         Returns:
             The :class:`~service_webhooks.Outcome` to send. Never raises for anything
             a request can contain.
         """
+        if self._recorder is not None:  # inbox: record the answer before returning it
+            return self._recorder.process(body, signature, method, content_type, user_agent)
         tracer = self.tracer
         if tracer is None:
             return self._process(body, signature, method, None)
@@ -431,7 +498,13 @@ class WebhookReceiver:
             return self._process(body, signature, method, tracer)
 
     async def aprocess(
-        self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
+        self,
+        body: bytes,
+        signature: str | bytes | None,
+        *,
+        method: str = "POST",
+        content_type: str | None = None,
+        user_agent: str | None = None,
     ) -> Outcome:
         """Handle one delivery in an event loop; see :meth:`process`.
 
@@ -439,6 +512,8 @@ class WebhookReceiver:
         handlers too unless ``sync_handlers_in_thread=False``: nothing here blocks
         the event loop but the store's own async twins.
         """
+        if self._recorder is not None:  # inbox: record the answer before returning it
+            return await self._recorder.aprocess(body, signature, method, content_type, user_agent)
         tracer = self.tracer
         if tracer is None:
             return await self._aprocess(body, signature, method, None)
@@ -449,14 +524,20 @@ class WebhookReceiver:
         self, body: bytes, signature: str | bytes | None, method: str, tracer: DeliveryTracer | None
     ) -> Outcome:
         started = perf_counter()
-        plan: _Plan | None = None
         try:
             header = self._authenticate(method, body, signature)
             secrets = self._secrets_for(header.organization_id)
             prepared = self._prepare(body, header, secrets, started)
-            if isinstance(prepared, Outcome):
-                return prepared
-            plan, store = prepared, self.store
+        except WebhookError as error:
+            return self._rejected(error, started)
+        if isinstance(prepared, Outcome):
+            return prepared
+        return self._execute(prepared, started, tracer)
+
+    def _execute(self, plan: _Plan, started: float, tracer: DeliveryTracer | None) -> Outcome:
+        """Claim, run the handlers, complete: a verified delivery (or a replay)."""
+        try:
+            store = self.store
             key, token = plan.event.idempotency_key, plan.token
             state = guard(store.claim, key, token, self.lease)
             if state is not ClaimState.NEW:
@@ -493,7 +574,6 @@ class WebhookReceiver:
         self, body: bytes, signature: str | bytes | None, method: str, tracer: DeliveryTracer | None
     ) -> Outcome:
         started = perf_counter()
-        plan: _Plan | None = None
         try:
             header = self._authenticate(method, body, signature)
             if self._resolver_blocks:
@@ -501,9 +581,18 @@ class WebhookReceiver:
             else:
                 secrets = self._secrets_for(header.organization_id)
             prepared = self._prepare(body, header, secrets, started)
-            if isinstance(prepared, Outcome):
-                return prepared
-            plan, store = prepared, self.store
+        except WebhookError as error:
+            return self._rejected(error, started)
+        if isinstance(prepared, Outcome):
+            return prepared
+        return await self._aexecute(prepared, started, tracer)
+
+    async def _aexecute(
+        self, plan: _Plan, started: float, tracer: DeliveryTracer | None
+    ) -> Outcome:
+        """Async twin of :meth:`_execute`."""
+        try:
+            store = self.store
             key, token = plan.event.idempotency_key, plan.token
             state = await aguard(store.aclaim(key, token, self.lease))
             if state is not ClaimState.NEW:
@@ -648,6 +737,8 @@ class WebhookReceiver:
         """After a handler raised (its claim already released): hooks, log, answer."""
         if not isinstance(error, Exception):
             raise error  # KeyboardInterrupt, CancelledError...: released, now propagate
+        if self._recorder is not None:  # inbox: keep the exception's message and traceback
+            note_error(error)
         for hook in () if isinstance(error, _CompletionFailed) else self.router.error_hooks:
             try:
                 hook(plan.event, error)
@@ -694,6 +785,8 @@ class WebhookReceiver:
         error_type: str | None = None,
     ) -> Outcome:
         """The one exit of every delivery: record it when someone listens, return it."""
+        if self._recorder is not None:  # inbox: the details of this answer
+            note_finish(self._recorder, outcome, version, key, handler_time, detail, error_type)
         observers = self._observers
         if observers or logger.isEnabledFor(logging.INFO):
             record = DeliveryRecord(

@@ -16,6 +16,7 @@ import pytest
 PUBLIC_MODULES = [
     "service_webhooks",
     "service_webhooks.stores",
+    "service_webhooks.inbox",
     "service_webhooks.adapters.asgi",
     "service_webhooks.adapters.flask",
     "service_webhooks.adapters.django",
@@ -146,6 +147,27 @@ def test_the_store_names_are_pinned() -> None:
     from service_webhooks import stores
 
     assert stores.__all__ == STORES
+
+
+INBOX = [
+    "DEFAULT_INBOX_RETENTION",
+    "Inbox",
+    "InboxPage",
+    "InboxQuery",
+    "MemoryInbox",
+    "PostgresInbox",
+    "ReceivedDelivery",
+    "Replay",
+    "SQLiteInbox",
+    "SyncInbox",
+    "inbox_from_url",
+]
+
+
+def test_the_inbox_names_are_pinned() -> None:
+    from service_webhooks import inbox
+
+    assert inbox.__all__ == INBOX
 
 
 def test_every_top_level_store_name_is_the_stores_one() -> None:

@@ -73,7 +73,13 @@ def _within(module: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def _core_files() -> list[Path]:
-    return sorted([*PACKAGE.glob("*.py"), *(PACKAGE / "stores").glob("*.py")])
+    return sorted(
+        [
+            *PACKAGE.glob("*.py"),
+            *(PACKAGE / "stores").glob("*.py"),
+            *(PACKAGE / "inbox").glob("*.py"),
+        ]
+    )
 
 
 def _adapter_files() -> list[Path]:

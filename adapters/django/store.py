@@ -129,6 +129,14 @@ class TransactionalReceiver(WebhookReceiver):
         )
 
     async def aprocess(
-        self, body: bytes, signature: str | bytes | None, *, method: str = "POST"
+        self,
+        body: bytes,
+        signature: str | bytes | None,
+        *,
+        method: str = "POST",
+        content_type: str | None = None,
+        user_agent: str | None = None,
     ) -> Outcome:
-        return await sync_to_async(self.process)(body, signature, method=method)
+        return await sync_to_async(self.process)(
+            body, signature, method=method, content_type=content_type, user_agent=user_agent
+        )

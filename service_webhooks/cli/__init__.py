@@ -25,8 +25,9 @@ def main() -> None:
 # Command registrations: one import and one add_command per module.
 from .api import api  # noqa: E402
 from .deliver import deliver, trigger  # noqa: E402
+from .inbox import inbox  # noqa: E402
 from .listen import listen  # noqa: E402
 from .send import send  # noqa: E402
 
-for command in (listen, send, trigger, deliver, api):
+for command in (listen, send, trigger, deliver, api, inbox):
     main.add_command(command)

@@ -79,6 +79,15 @@ _SUMMARY_WIDTH = 100  # characters of compact JSON shown per event in readable m
     "them between processes (the redis / postgres extras).",
 )
 @click.option(
+    "--inbox/--no-inbox",
+    "keep_inbox",
+    default=True,
+    show_default=True,
+    help="Record every authenticated delivery in the inbox beside a 'sqlite:' or "
+    "'postgresql://' store (see `service-webhooks inbox list`); the memory and Redis "
+    "stores keep none.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -98,6 +107,7 @@ def listen(
     secrets: Sequence[str],
     path: str,
     store: str,
+    keep_inbox: bool,
     as_json: bool,
     tolerance: float,
 ) -> None:
@@ -120,7 +130,9 @@ def listen(
     if not path.startswith("/"):
         raise click.BadParameter("must start with '/'", param_hint="--path")
     try:
-        receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance)
+        scheme = store.strip().partition(":")[0].lower()
+        inbox = keep_inbox and scheme in ("sqlite", "postgresql", "postgres")
+        receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance, inbox=inbox)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
     receiver.on_any(_json_printer() if as_json else _readable_printer())

@@ -1,0 +1,468 @@
+"""The inbox's side of the receive pipeline: record each authenticated delivery, replay one.
+
+How it plugs into :class:`~service_webhooks._receiver.WebhookReceiver` (the places are
+marked ``# inbox:`` there):
+
+* ``process``/``aprocess`` hand the delivery to :meth:`Recorder.process` /
+  :meth:`Recorder.aprocess` when an inbox is configured. It opens a :class:`Note` (a
+  per-delivery scratch pad in a context variable), runs the ordinary pipeline, and
+  then writes one :class:`~service_webhooks.inbox.ReceivedDelivery`, durably, *before*
+  the answer is returned. If that write fails the answer is 503 ``store_unavailable``:
+  never a 2xx for a delivery that could not be recorded. This is the one extra round
+  trip the inbox costs.
+* ``_finish`` (every answer's exit) and ``_failed`` (a handler raised) fill the note:
+  version, key, handler time, detail, the exception and its traceback.
+* Deliveries refused before their signature was verified are not stored (their bodies
+  are untrusted); :meth:`Inbox.count_rejected` counts them per reason, in memory.
+
+:func:`replay` / :func:`areplay` run the handlers again on a stored body, through the
+receiver's own claim/handlers/complete step (``_execute``), so the idempotency rules
+are the same as for a delivery; ``force=True`` runs the handlers of a key already
+processed. The timestamp is never checked again (the body comes from the inbox,
+which only holds verified deliveries) and nothing from outside the inbox is accepted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets as _random
+import time
+import traceback
+from collections.abc import Iterable
+from contextvars import ContextVar
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, overload
+
+import msgspec
+
+from ._dispatch import arun, run
+from ._envelope import decode_envelope
+from ._events import Event
+from ._exceptions import ConfigurationError, StoreError, WebhookError
+from ._idempotency import DEFAULT_SQLITE_PATH, default_idempotency_key, new_token
+from ._outcome import PROCESSED, Outcome, outcome_for_error
+from ._signing import parse_signature_header
+from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros
+from .inbox._sqlite import SQLiteInbox
+from .inbox._url import inbox_from_url
+from .stores._base import IdempotencyStore
+from .stores._sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from ._receiver import WebhookReceiver, _Plan
+
+__all__ = ["InboxConfig", "Note", "Recorder", "areplay", "describe", "open_inbox", "replay"]
+
+logger = logging.getLogger("service_webhooks")
+
+InboxConfig = Inbox | str | bool | None
+"""What ``WebhookReceiver(inbox=...)`` accepts (see :func:`open_inbox`)."""
+
+_MAX_MESSAGE = 2000  # characters of a handler exception's message kept
+_MAX_TRACEBACK = 16 * 1024  # characters of its traceback kept (the end: where it raised)
+
+_AFTER_VERIFY_WITHOUT_EVENT = frozenset({"malformed_envelope", "unprocessable"})
+"""Reasons answered after the signature was verified but before an event existed
+(the envelope did not decode; an ``idempotency_key`` function failed): recorded too.
+Every other answer without an organization came before verification: only counted."""
+
+_INBOX_METHODS = ("record", "add_replay", "get", "search", "arecord", "count_rejected")
+
+_current: ContextVar[Note | None] = ContextVar("service_webhooks_inbox_note", default=None)
+
+
+def open_inbox(
+    config: InboxConfig, store_config: IdempotencyStore | str | None, store: IdempotencyStore
+) -> Inbox | None:
+    """The inbox a receiver's ``inbox=`` names.
+
+    ``None`` (the default): a SQLite inbox in the idempotency store's file when that
+    store is the default one or a SQLite store, else none. ``True``: the same, and
+    also beside a ``postgresql://`` store URL; an error when no inbox can go beside
+    the store. ``False``: none. A URL: :func:`~service_webhooks.inbox.inbox_from_url`.
+    An :class:`~service_webhooks.inbox.Inbox`: itself.
+
+    Raises:
+        ConfigurationError: Anything else, or ``True`` beside a store with no inbox.
+    """
+    if config is False:
+        return None
+    if config is None or config is True:
+        if store_config is None:
+            return SQLiteInbox(DEFAULT_SQLITE_PATH)
+        if isinstance(store, SQLiteStore):
+            return SQLiteInbox(store.path)
+        if config is True and isinstance(store_config, str):
+            scheme = store_config.strip().partition(":")[0].lower()
+            if scheme in ("postgresql", "postgres"):
+                return inbox_from_url(store_config)
+        if config is True:
+            raise ConfigurationError(
+                "inbox=True needs a SQLite or PostgreSQL store URL; pass inbox=URL or an Inbox"
+            )
+        return None
+    if isinstance(config, str):
+        return inbox_from_url(config)
+    if not all(callable(getattr(config, name, None)) for name in _INBOX_METHODS):
+        raise ConfigurationError("inbox must be an Inbox, a URL, True, False or None")
+    return config
+
+
+def describe(headers: Iterable[tuple[Any, Any]]) -> tuple[str | None, str | None]:
+    """``(Content-Type, User-Agent)`` of a request's headers (the last of each), as text.
+
+    Nothing else is read: the signature header and any credential never reach the inbox.
+    """
+    content_type: str | None = None
+    user_agent: str | None = None
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in (b"content-type", "content-type"):
+            content_type = _text(value)
+        elif lowered in (b"user-agent", "user-agent"):
+            user_agent = _text(value)
+    return content_type, user_agent
+
+
+def _text(value: str | bytes) -> str:
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    return text[:512]
+
+
+class Note:
+    """What the pipeline tells the inbox about one delivery (or one replay) while it runs."""
+
+    __slots__ = (
+        "body",
+        "content_type",
+        "detail",
+        "error",
+        "error_type",
+        "handler_time",
+        "key",
+        "received",
+        "signature",
+        "user_agent",
+        "version",
+    )
+
+    def __init__(
+        self,
+        body: bytes,
+        signature: str | bytes | None,
+        content_type: str | None,
+        user_agent: str | None,
+    ) -> None:
+        self.received = time.time()
+        self.body = body
+        self.signature = signature
+        self.content_type = content_type
+        self.user_agent = user_agent
+        self.version: int | None = None
+        self.key: str | None = None
+        self.handler_time: float | None = None
+        self.detail = ""
+        self.error_type: str | None = None
+        self.error: BaseException | None = None
+
+
+def note_finish(
+    recorder: Recorder,
+    outcome: Outcome,
+    version: int | None,
+    key: str | None,
+    handler_time: float | None,
+    detail: str,
+    error_type: str | None,
+) -> None:
+    """Called by the receiver's ``_finish``: the answer's details. An answer given
+    outside :meth:`Recorder.process` (``precheck``, or ``handle`` refusing before the
+    body was read) is a refusal before authentication: counted."""
+    note = _current.get()
+    if note is None:
+        if outcome.organization_id is None:
+            recorder.inbox.count_rejected(outcome.reason)
+    else:
+        note.version, note.key, note.handler_time = version, key, handler_time
+        note.detail, note.error_type = detail, error_type
+
+
+def note_error(error: BaseException) -> None:
+    """Called by the receiver's ``_failed``: the handler's exception (for its traceback)."""
+    note = _current.get()
+    if note is not None:
+        note.error = error
+
+
+class Recorder:
+    """Runs a receiver's pipeline for one delivery and records it in the inbox."""
+
+    def __init__(self, receiver: WebhookReceiver, inbox: Inbox) -> None:
+        self.receiver = receiver
+        self.inbox = inbox
+
+    def process(
+        self,
+        body: bytes,
+        signature: str | bytes | None,
+        method: str,
+        content_type: str | None,
+        user_agent: str | None,
+    ) -> Outcome:
+        receiver = self.receiver
+        note = Note(body, signature, content_type, user_agent)
+        reset = _current.set(note)
+        try:
+            tracer = receiver.tracer
+            if tracer is None:
+                outcome = receiver._process(body, signature, method, None)
+            else:
+                with tracer.delivery():
+                    outcome = receiver._process(body, signature, method, tracer)
+        finally:
+            _current.reset(reset)
+        delivery = self._delivery(note, outcome)
+        if delivery is None:
+            return outcome
+        try:
+            self.inbox.record(delivery)
+        except Exception as error:
+            return _unrecorded(outcome, error)
+        return outcome
+
+    async def aprocess(
+        self,
+        body: bytes,
+        signature: str | bytes | None,
+        method: str,
+        content_type: str | None,
+        user_agent: str | None,
+    ) -> Outcome:
+        receiver = self.receiver
+        note = Note(body, signature, content_type, user_agent)
+        reset = _current.set(note)
+        try:
+            tracer = receiver.tracer
+            if tracer is None:
+                outcome = await receiver._aprocess(body, signature, method, None)
+            else:
+                with tracer.delivery():
+                    outcome = await receiver._aprocess(body, signature, method, tracer)
+        finally:
+            _current.reset(reset)
+        delivery = self._delivery(note, outcome)
+        if delivery is None:
+            return outcome
+        try:
+            await self.inbox.arecord(delivery)
+        except Exception as error:
+            return _unrecorded(outcome, error)
+        return outcome
+
+    def _delivery(self, note: Note, outcome: Outcome) -> ReceivedDelivery | None:
+        """The record for an authenticated delivery; ``None`` (counted) for the rest."""
+        organization_id = outcome.organization_id
+        if organization_id is None:
+            if outcome.reason not in _AFTER_VERIFY_WITHOUT_EVENT:
+                self.inbox.count_rejected(outcome.reason)
+                return None
+            organization_id = parse_signature_header(note.signature).organization_id
+        key = note.key
+        if key is None and outcome.event_name is not None and not self.receiver._key_function:
+            key = default_idempotency_key(organization_id, note.body)  # unhandled: no key yet
+        error = note.error
+        message = trace = None
+        if error is not None:
+            message = str(error)[:_MAX_MESSAGE]
+            trace = "".join(traceback.format_exception(error))[-_MAX_TRACEBACK:]
+        version = note.version
+        if version is not None and not -(2**63) <= version < 2**63:
+            version = None  # a 64-bit column cannot hold it; the body still has it
+        return ReceivedDelivery(
+            id=_random.token_hex(16),
+            received_at=from_micros(int(note.received * 1_000_000)),
+            organization_id=_storable(organization_id),
+            event_name=_storable(outcome.event_name),
+            version=version,
+            idempotency_key=_storable(key),
+            body=note.body,
+            content_type=_storable(note.content_type),
+            user_agent=_storable(note.user_agent),
+            status=outcome.status,
+            reason=outcome.reason,
+            detail=_storable(note.detail),
+            error_type=_storable(note.error_type),
+            error_message=_storable(message),
+            traceback=_storable(trace),
+            handler_time=note.handler_time,
+        )
+
+
+@overload
+def _storable(text: str) -> str: ...
+@overload
+def _storable(text: str | None) -> str | None: ...
+def _storable(text: str | None) -> str | None:
+    """``text`` any database can store: no NUL, no lone surrogate (both become
+    replacement characters). The body keeps the exact bytes."""
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+
+
+def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:
+    """503: the delivery could not be recorded, so the service must send it again."""
+    logger.error(
+        "service_webhooks: could not record a %s delivery in the inbox (%s); answered 503",
+        outcome.reason,
+        type(error).__name__,
+    )
+    answer = outcome_for_error(StoreError("the inbox is unavailable"))
+    return Outcome(
+        answer.status, answer.reason, answer.headers, outcome.event_name, outcome.organization_id
+    )
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def _stored(receiver: WebhookReceiver, delivery_id: str) -> tuple[Inbox, ReceivedDelivery]:
+    inbox = receiver.inbox
+    if inbox is None:
+        raise ConfigurationError("this receiver keeps no inbox (inbox=False): nothing to replay")
+    record = inbox.get(delivery_id)
+    if record is None:
+        raise KeyError(f"no delivery {delivery_id[:40]!r} in the inbox")
+    return inbox, record
+
+
+def _plan(receiver: WebhookReceiver, record: ReceivedDelivery, started: float) -> _Plan | Outcome:
+    """The stored delivery as the pipeline's plan (handlers found), else the answer now."""
+    from ._receiver import _Plan
+
+    try:
+        envelope = decode_envelope(record.body, max_size=max(len(record.body), 1))
+        handlers = receiver.router.handlers_for(envelope.event_name, envelope.version)
+        organization_id = record.organization_id
+        if not handlers:
+            unhandled = receiver.unhandled
+            outcome = Outcome(
+                unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
+            )
+            return receiver._finish(outcome, started, envelope.version)
+        function = receiver._key_function
+        key = "" if function else default_idempotency_key(organization_id, record.body)
+        event: Event[Any] = Event(
+            envelope.event_name,
+            envelope.version,
+            envelope.data,
+            organization_id,
+            int(record.received_at.timestamp()),  # t is not kept; the arrival time stands in
+            key,
+            record.body,
+        )
+        if function is not None:
+            event = msgspec.structs.replace(
+                event, idempotency_key=receiver._custom_key(function, event)
+            )
+    except WebhookError as error:
+        return receiver._rejected(error, started)
+    return _Plan(event, handlers, new_token())
+
+
+def _forced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
+    """Run the handlers of a key already processed (``force=True``): no claim is taken
+    (the key stays done), the unit of work still wraps them, a failure is answered as
+    for a delivery."""
+    from ._receiver import _sync_unit
+
+    handlers_started = perf_counter()
+    unit = receiver.unit_of_work
+    try:
+        if unit is None:
+            run(plan.handlers, plan.event)
+        else:
+            with _sync_unit(unit, plan.event):
+                run(plan.handlers, plan.event)
+    except BaseException as error:
+        return receiver._failed(plan, error, started, perf_counter() - handlers_started)
+    return receiver._answer(plan, PROCESSED, started, perf_counter() - handlers_started)
+
+
+async def _aforced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
+    """Async twin of :func:`_forced`."""
+    from ._receiver import _async_unit
+
+    handlers_started = perf_counter()
+    unit = receiver.unit_of_work
+    in_thread = receiver.sync_handlers_in_thread
+    try:
+        if unit is None:
+            await arun(plan.handlers, plan.event, in_thread)
+        else:
+            async with _async_unit(unit, plan.event):
+                await arun(plan.handlers, plan.event, in_thread)
+    except BaseException as error:
+        return receiver._failed(plan, error, started, perf_counter() - handlers_started)
+    return receiver._answer(plan, PROCESSED, started, perf_counter() - handlers_started)
+
+
+def _replay_of(note: Note, outcome: Outcome, forced: bool) -> Replay:
+    return Replay(
+        at=datetime.datetime.now(datetime.UTC),
+        status=outcome.status,
+        reason=outcome.reason,
+        forced=forced,
+        handler_time=note.handler_time,
+        error_type=note.error_type,
+    )
+
+
+def replay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = False) -> Outcome:
+    """See :meth:`WebhookReceiver.replay`."""
+    inbox, record = _stored(receiver, delivery_id)
+    started = perf_counter()
+    note = Note(record.body, None, record.content_type, record.user_agent)
+    reset = _current.set(note)
+    forced = False
+    try:
+        plan = _plan(receiver, record, started)
+        if isinstance(plan, Outcome):
+            outcome = plan
+        else:
+            outcome = receiver._execute(plan, started, None)
+            if force and outcome.reason == "duplicate":
+                forced = True
+                outcome = _forced(receiver, plan, started)
+    finally:
+        _current.reset(reset)
+    inbox.add_replay(record.id, _replay_of(note, outcome, forced))
+    return outcome
+
+
+async def areplay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = False) -> Outcome:
+    """See :meth:`WebhookReceiver.areplay`."""
+    inbox = receiver.inbox
+    if inbox is None:
+        raise ConfigurationError("this receiver keeps no inbox (inbox=False): nothing to replay")
+    record = await inbox.aget(delivery_id)
+    if record is None:
+        raise KeyError(f"no delivery {delivery_id[:40]!r} in the inbox")
+    started = perf_counter()
+    note = Note(record.body, None, record.content_type, record.user_agent)
+    reset = _current.set(note)
+    forced = False
+    try:
+        plan = _plan(receiver, record, started)
+        if isinstance(plan, Outcome):
+            outcome = plan
+        else:
+            outcome = await receiver._aexecute(plan, started, None)
+            if force and outcome.reason == "duplicate":
+                forced = True
+                outcome = await _aforced(receiver, plan, started)
+    finally:
+        _current.reset(reset)
+    await inbox.aadd_replay(record.id, _replay_of(note, outcome, forced))
+    return outcome

@@ -1,0 +1,399 @@
+"""``service-webhooks inbox list|show|replay|prune``: what arrived, and running it again.
+
+Every command reads the inbox beside an idempotency store (``--store URL`` or
+``$SERVICE_WEBHOOKS_STORE``; default ``sqlite:service_webhooks.sqlite3``, the
+receiver's own default), see :mod:`service_webhooks.inbox`. ``replay`` runs the
+handlers of your receiver (``--receiver MODULE:ATTR``) on stored bodies, under the same
+idempotency rules as a delivery.
+
+Exit code: 0 on success; 1 when a record is not found or a replay did not succeed
+(not 2xx); 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import importlib
+import json
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import click
+
+from service_webhooks import ConfigurationError, WebhookReceiver
+from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
+from service_webhooks.stores import redact_url
+
+from ._output import console as make_console
+from ._output import print_table
+
+__all__ = ["inbox"]
+
+STORE_ENVVAR = "SERVICE_WEBHOOKS_STORE"
+DEFAULT_STORE = "sqlite:service_webhooks.sqlite3"
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_CLASS = re.compile(r"([1-5])xx")
+
+store_option = click.option(
+    "--store",
+    default=DEFAULT_STORE,
+    show_default=True,
+    envvar=STORE_ENVVAR,
+    show_envvar=True,
+    metavar="URL",
+    help="The store whose inbox to read: 'sqlite:PATH' (the same file) or 'postgresql://…'.",
+)
+
+
+def _open(store: str) -> Inbox:
+    try:
+        return inbox_from_url(store)
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--store") from error
+    except Exception as error:  # the database is unreachable
+        raise click.ClickException(
+            f"cannot open the inbox at {redact_url(store)}: {type(error).__name__}"
+        ) from error
+
+
+def parse_since(text: str) -> datetime.datetime:
+    """``30m``, ``2h``, ``7d``, ``1w`` ago, or an ISO 8601 time (UTC when naive)."""
+    match = _DURATION.fullmatch(text.strip())
+    now = datetime.datetime.now(datetime.UTC)
+    if match:
+        return now - datetime.timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip())
+    except ValueError as error:
+        raise click.BadParameter(
+            "a duration (30m, 2h, 7d) or an ISO 8601 time", param_hint="--since"
+        ) from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def parse_duration(text: str, hint: str) -> float:
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise click.BadParameter("a duration such as 30d, 12h or 90m", param_hint=hint)
+    return float(match[1]) * _UNITS[match[2]]
+
+
+def _query(
+    statuses: Sequence[str], event: str | None, organization: str | None, since: str | None
+) -> InboxQuery:
+    reasons: list[str] = []
+    status_class: int | None = None
+    for status in statuses:
+        match = _CLASS.fullmatch(status.strip().lower())
+        if match:
+            if status_class is not None:
+                raise click.BadParameter("one status class at a time", param_hint="--status")
+            status_class = int(match[1])
+        else:
+            reasons.append(status.strip())
+    return InboxQuery(
+        reasons=tuple(reasons),
+        status_class=status_class,
+        event_name=event,
+        organization_id=organization,
+        since=parse_since(since) if since else None,
+    )
+
+
+def _summary(record: ReceivedDelivery) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "receivedAt": record.received_at.isoformat(),
+        "organizationId": record.organization_id,
+        "eventName": record.event_name,
+        "version": record.version,
+        "status": record.status,
+        "reason": record.reason,
+        "seen": record.seen,
+        "handlerTime": record.handler_time,
+        "replays": [
+            {
+                "at": r.at.isoformat(),
+                "status": r.status,
+                "reason": r.reason,
+                "forced": r.forced,
+                "handlerTime": r.handler_time,
+                "errorType": r.error_type,
+            }
+            for r in record.replays
+        ],
+    }
+
+
+def _full(record: ReceivedDelivery) -> dict[str, Any]:
+    payload: Any = None
+    try:
+        payload = json.loads(record.body)
+    except ValueError:
+        payload = None
+    return {
+        **_summary(record),
+        "idempotencyKey": record.idempotency_key,
+        "contentType": record.content_type,
+        "userAgent": record.user_agent,
+        "detail": record.detail,
+        "errorType": record.error_type,
+        "errorMessage": record.error_message,
+        "traceback": record.traceback,
+        "payload": payload,
+        "bodyBase64": base64.b64encode(record.body).decode("ascii"),
+    }
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
+    """The one record whose ID starts with ``prefix``."""
+    text = prefix.strip().lower()
+    try:
+        found = inbox.search(InboxQuery(id_prefix=text), limit=2).items
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="ID") from error
+    if not found:
+        raise click.ClickException(f"no delivery {text!r} in the inbox")
+    if len(found) > 1:
+        raise click.ClickException(f"{text!r} matches several deliveries: give more digits")
+    return found[0]
+
+
+def _all(inbox: Inbox, query: InboxQuery) -> Iterator[ReceivedDelivery]:
+    cursor: str | None = None
+    while True:
+        page = inbox.search(query, limit=500, cursor=cursor)
+        yield from page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            return
+
+
+@click.group()
+def inbox() -> None:
+    """Inspect the inbox of received deliveries, replay them, prune it."""
+
+
+@inbox.command("list")
+@store_option
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="S",
+    help="A reason (processed, handler_failed, unhandled…) or a class (2xx, 4xx, 5xx); "
+    "repeat for several reasons.",
+)
+@click.option("--event", default=None, help="Only this eventName.")
+@click.option("--organization", default=None, help="Only this organization ID.")
+@click.option("--since", default=None, metavar="WHEN", help="30m, 2h, 7d ago, or an ISO time.")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Most rows."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, newest first.")
+def list_command(
+    store: str,
+    statuses: Sequence[str],
+    event: str | None,
+    organization: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List received deliveries, newest first."""
+    query = _query(statuses, event, organization, since)
+    page = _open(store).search(query, limit=limit)
+    if as_json:
+        for record in page.items:
+            _emit(_summary(record))
+        return
+    rows = [
+        [
+            record.id[:12],
+            record.received_at.strftime("%Y-%m-%d %H:%M:%S"),
+            record.organization_id,
+            f"{record.event_name or '-'} v{record.version}" if record.version else "-",
+            str(record.status),
+            record.reason,
+            str(record.seen),
+            record.replays[-1].reason if record.replays else "",
+        ]
+        for record in page.items
+    ]
+    columns = ["ID", "RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED"]
+    print_table(make_console(), columns, rows, title="Received deliveries")
+
+
+@inbox.command("show")
+@store_option
+@click.argument("delivery_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="The whole record as one JSON object.")
+def show(store: str, delivery_id: str, as_json: bool) -> None:
+    """Show one delivery: its answer, error, replays and payload (ID may be a prefix)."""
+    record = _find(_open(store), delivery_id)
+    if as_json:
+        _emit(_full(record))
+        return
+    out = make_console()
+    full = _full(record)
+    for name in (
+        "id",
+        "receivedAt",
+        "organizationId",
+        "eventName",
+        "version",
+        "idempotencyKey",
+        "status",
+        "reason",
+        "detail",
+        "seen",
+        "handlerTime",
+        "contentType",
+        "userAgent",
+        "errorType",
+        "errorMessage",
+    ):
+        if full[name] not in (None, ""):
+            out.print(f"{name}: {full[name]}", markup=False)
+    for replay in record.replays:
+        forced = " (forced)" if replay.forced else ""
+        out.print(
+            f"replay: {replay.at.isoformat()} {replay.status} {replay.reason}{forced}",
+            markup=False,
+        )
+    if record.traceback:
+        out.print("traceback:", markup=False)
+        out.print(record.traceback.rstrip(), markup=False)
+    out.print("payload:", markup=False)
+    if full["payload"] is not None:
+        out.print(json.dumps(full["payload"], indent=2, ensure_ascii=False), markup=False)
+    else:
+        out.print(record.body.decode("utf-8", "replace"), markup=False)
+
+
+def _load_receiver(spec: str) -> WebhookReceiver:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(
+            "MODULE:ATTR, e.g. myapp.webhooks:receiver", param_hint="--receiver"
+        )
+    sys.path.insert(0, ".")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as error:
+        raise click.BadParameter(f"cannot load {spec}: {error}", param_hint="--receiver") from error
+    finally:
+        sys.path.remove(".")
+    if not isinstance(target, WebhookReceiver):
+        raise click.BadParameter(f"{spec} is not a WebhookReceiver", param_hint="--receiver")
+    return target
+
+
+@inbox.command("replay")
+@store_option
+@click.argument("delivery_ids", metavar="ID", nargs=-1)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="S",
+    help="Replay every delivery answered with this reason or class (as in list); repeatable.",
+)
+@click.option("--since", default=None, metavar="WHEN", help="With --status: received since.")
+@click.option(
+    "--receiver",
+    "receiver_spec",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="Your WebhookReceiver (its handlers, store and inbox), e.g. myapp.hooks:receiver.",
+)
+@click.option("--force", is_flag=True, help="Run the handlers even of processed deliveries.")
+@click.option("--dry-run", is_flag=True, help="Only print what would be replayed.")
+def replay(
+    store: str,
+    delivery_ids: Sequence[str],
+    statuses: Sequence[str],
+    since: str | None,
+    receiver_spec: str,
+    force: bool,
+    dry_run: bool,
+) -> None:
+    """Run the handlers again on stored deliveries: IDs, or a --status selection.
+
+    The receiver must record into the same inbox (the one --store names); each replay
+    is added to its record. A processed delivery is a duplicate unless --force.
+    """
+    if bool(delivery_ids) == bool(statuses):
+        raise click.UsageError("give delivery IDs or --status (and optionally --since), not both")
+    if since and not statuses:
+        raise click.UsageError("--since selects with --status")
+    source = _open(store)
+    if delivery_ids:
+        records = [_find(source, delivery_id) for delivery_id in delivery_ids]
+    else:
+        records = list(_all(source, _query(statuses, None, None, since)))
+        records.reverse()  # oldest first: replay in arrival order
+    if dry_run:
+        for record in records:
+            click.echo(f"{record.id}\t{record.event_name or '-'}\t{record.reason}\twould replay")
+        click.echo(f"{len(records)} deliveries would be replayed", err=True)
+        return
+    receiver = _load_receiver(receiver_spec)
+    if receiver.inbox is None:
+        raise click.UsageError("this receiver keeps no inbox (inbox=False): nothing to replay")
+    failed = 0
+    for record in records:
+        try:
+            outcome = receiver.replay(record.id, force=force)
+        except KeyError:
+            click.echo(f"{record.id}\tnot in the receiver's inbox", err=True)
+            failed += 1
+            continue
+        failed += not outcome.ok
+        click.echo(
+            f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
+            f"{outcome.status} {outcome.reason}"
+        )
+    click.echo(f"{len(records)} replayed, {failed} not successful", err=True)
+    if failed:
+        sys.exit(1)
+
+
+@inbox.command("prune")
+@store_option
+@click.option(
+    "--retention",
+    default="30d",
+    show_default=True,
+    metavar="DURATION",
+    help="Delete deliveries older than this (30d: the service's own audit log, spec §6.3).",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Then delete the oldest until the total size (bodies and tracebacks) is at most this.",
+)
+@click.option("--all", "purge_all", is_flag=True, help="Delete every delivery (a purge).")
+def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) -> None:
+    """Delete old deliveries (by age, then by total size), or all of them."""
+    target = _open(store)
+    if purge_all:
+        deleted = target.purge()
+    else:
+        target.retention = parse_duration(retention, "--retention")
+        target.max_bytes = max_bytes
+        deleted = target.prune()
+    click.echo(f"deleted {deleted} deliveries")

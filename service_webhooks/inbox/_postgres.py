@@ -1,0 +1,255 @@
+"""PostgreSQL inbox (psycopg 3): shared by every process and machine.
+
+Every write is one autocommitted statement (the record and its ``seen`` count in one
+``INSERT … RETURNING``). The table and its indexes (keyset order, idempotency key,
+and ``reason``/``event_name``/``organization_id`` each with ``received_at``) are made by
+:meth:`PostgresInbox.create_schema`, or by running :func:`schema_sql` in your own
+migrations. Errors are whatever psycopg raises; the receiver answers 503 when a record
+cannot be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from .._exceptions import ConfigurationError
+from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
+from ._sql import SQLInbox, encode_replay, schema
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "PostgresInbox needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
+    ) from error
+
+__all__ = ["DEFAULT_POSTGRES_INBOX_TABLE", "PostgresInbox", "schema_sql"]
+
+DEFAULT_POSTGRES_INBOX_TABLE = "service_webhooks_inbox"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_TYPES = {
+    "text": "text",
+    "time": "timestamptz",
+    "bytes": "bytea",
+    "float": "double precision",
+    "json": "jsonb",
+    "int": "bigint",
+}
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
+
+def _checked(table: str) -> str:
+    parts = table.split(".")
+    if len(parts) > 2 or not all(_IDENTIFIER.fullmatch(part) for part in parts):
+        raise ConfigurationError(
+            f"table must be 'name' or 'schema.name' (letters, digits, _), not {table!r}"
+        )
+    return table
+
+
+def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE) -> str:
+    """The DDL :meth:`PostgresInbox.create_schema` runs, for your own migrations."""
+    statements = schema(_checked(table), _TYPES, table.split(".")[-1])
+    return ";\n".join(statements) + ";"
+
+
+class PostgresInbox(SQLInbox):
+    """Inbox in a PostgreSQL table (thread-safe, shared across machines).
+
+    Args:
+        conninfo: A libpq connection string or URL; the pool opens on first use.
+        pool: A :class:`psycopg_pool.ConnectionPool` to use instead (you open and
+            close it).
+        table: The table name, optionally ``schema.table``.
+        retention: Seconds a record is kept (30 days, spec §6.3).
+        max_bytes: Total record size kept, in bytes; ``None``: no cap.
+        max_size: Most connections the pool this inbox opens holds.
+        timeout: Seconds to wait for a pool connection before failing.
+        prune_every: Prune once every this many records by this object (0: never).
+
+    Raises:
+        ConfigurationError: Neither ``conninfo`` nor ``pool``, a bad table name or bound.
+    """
+
+    _placeholder = "%s"
+
+    def __init__(
+        self,
+        conninfo: str | None = None,
+        *,
+        pool: ConnectionPool[Any] | None = None,
+        table: str = DEFAULT_POSTGRES_INBOX_TABLE,
+        retention: float = DEFAULT_INBOX_RETENTION,
+        max_bytes: int | None = None,
+        max_size: int = 10,
+        timeout: float = 5.0,
+        prune_every: int = 1000,
+    ) -> None:
+        if conninfo is None and pool is None:
+            raise ConfigurationError("PostgresInbox needs a conninfo or a pool")
+        check_bounds(retention, max_bytes)
+        self.table = _checked(table)
+        self.retention = retention
+        self.max_bytes = max_bytes
+        self._conninfo = conninfo
+        self._pool = pool
+        self._own_pool = False
+        self._max_size = max_size
+        self._timeout = timeout
+        self._prune_every = prune_every
+        self._lock = threading.Lock()
+        self._apools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
+        ] = weakref.WeakKeyDictionary()
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"PostgresInbox(table={self.table!r})"
+
+    @staticmethod
+    def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE) -> str:
+        """The DDL :meth:`create_schema` runs for ``table``: copy it into your migrations.
+
+        Raises:
+            ConfigurationError: A bad table name.
+        """
+        return schema_sql(table)
+
+    def _time_param(self, micros: int) -> Any:
+        return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
+            microseconds=micros
+        )
+
+    def _time_value(self, value: Any) -> datetime.datetime:
+        moment: datetime.datetime = value
+        return moment.astimezone(datetime.UTC)
+
+    def _append_replay_sql(self) -> str:
+        return (
+            f"UPDATE {self.table} SET replays = replays || jsonb_build_array(%s::jsonb)"
+            " WHERE id = %s"
+        )
+
+    def _sync_pool(self) -> ConnectionPool[Any]:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    assert self._conninfo is not None
+                    self._pool = ConnectionPool(
+                        self._conninfo,
+                        min_size=1,
+                        max_size=self._max_size,
+                        timeout=self._timeout,
+                        kwargs={
+                            "autocommit": True,
+                            "connect_timeout": max(1, round(self._timeout)),
+                        },
+                        open=True,
+                        name="service_webhooks_inbox",
+                    )
+                    self._own_pool = True
+        return self._pool
+
+    def _run(self, statement: str, params: Sequence[Any]) -> tuple[int, list[tuple[Any, ...]]]:
+        with self._sync_pool().connection() as connection:
+            cursor = connection.execute(statement.encode(), params)
+            rows = cursor.fetchall() if cursor.description is not None else []
+            if connection.info.transaction_status != _IDLE:
+                connection.commit()  # a pool you passed in may not be autocommit
+            return cursor.rowcount, rows
+
+    def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._run(statement, params)[1]
+
+    def _execute(self, statement: str, params: Sequence[Any]) -> int:
+        return self._run(statement, params)[0]
+
+    def create_schema(self) -> None:
+        """Create the table and its indexes if missing (idempotent).
+
+        Raises:
+            psycopg.Error: The server refused (e.g. no ``CREATE`` privilege).
+        """
+        with self._sync_pool().connection() as connection:
+            for statement in schema(self.table, _TYPES, self.table.split(".")[-1]):
+                connection.execute(statement.encode())
+            if connection.info.transaction_status != _IDLE:
+                connection.commit()
+
+    def drop_schema(self) -> None:
+        """Drop the table (and its indexes): every record is gone."""
+        with self._sync_pool().connection() as connection:
+            connection.execute(f"DROP TABLE IF EXISTS {self.table}".encode())
+            if connection.info.transaction_status != _IDLE:
+                connection.commit()
+
+    # -- async: recording and reading one record on the event loop ----------------------
+
+    async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
+        if self._conninfo is None:
+            return None  # a sync pool only: run it in a worker thread
+        loop = asyncio.get_running_loop()
+        pool = self._apools.get(loop)
+        if pool is None:
+            pool = AsyncConnectionPool(
+                self._conninfo,
+                min_size=1,
+                max_size=self._max_size,
+                timeout=self._timeout,
+                kwargs={"autocommit": True, "connect_timeout": max(1, round(self._timeout))},
+                open=False,
+                name="service_webhooks_inbox",
+            )
+            self._apools[loop] = pool
+            await pool.open()
+        return pool
+
+    async def _arun(
+        self, pool: AsyncConnectionPool[Any], statement: str, params: Sequence[Any]
+    ) -> tuple[int, list[tuple[Any, ...]]]:
+        async with pool.connection() as connection:
+            cursor = await connection.execute(statement.encode(), params)
+            rows = await cursor.fetchall() if cursor.description is not None else []
+            return cursor.rowcount, rows
+
+    async def arecord(self, delivery: ReceivedDelivery) -> int:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.record, delivery)
+        rows = (await self._arun(pool, self._insert, self._insert_values(delivery)))[1]
+        if self._prune_due():
+            await asyncio.to_thread(self.prune)
+        return int(rows[0][0]) if rows else 1
+
+    async def aget(self, delivery_id: str) -> ReceivedDelivery | None:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.get, delivery_id)
+        rows = (await self._arun(pool, self._get, [delivery_id]))[1]
+        return self._row(rows[0]) if rows else None
+
+    async def aadd_replay(self, delivery_id: str, replay: Replay) -> bool:
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.add_replay, delivery_id, replay)
+        params = [encode_replay(replay), delivery_id]
+        return (await self._arun(pool, self._append_replay_sql(), params))[0] == 1
+
+    async def aclose(self) -> None:
+        """Close the asyncio pool this inbox opened for the running event loop."""
+        pool = self._apools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
+
+    def close(self) -> None:
+        """Close the pool this inbox opened (a pool you passed in stays open)."""
+        if self._own_pool and self._pool is not None:
+            self._pool.close()
+            self._pool, self._own_pool = None, False

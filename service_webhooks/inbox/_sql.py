@@ -1,0 +1,360 @@
+"""The SQL both database backends share: one table, keyset paging, pruning by age and size.
+
+Statements are written with ``?`` placeholders; a backend with another paramstyle
+rewrites them once (:attr:`SQLInbox._placeholder`). Times are stored as the backend
+likes (:meth:`SQLInbox._time_param`, :meth:`SQLInbox._time_value`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ._base import (
+    DEFAULT_PAGE_SIZE,
+    InboxPage,
+    InboxQuery,
+    ReceivedDelivery,
+    Replay,
+    SyncInbox,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    from_micros,
+    to_micros,
+)
+
+COLUMNS = (
+    "id",
+    "received_at",
+    "organization_id",
+    "event_name",
+    "version",
+    "idempotency_key",
+    "body",
+    "content_type",
+    "user_agent",
+    "status",
+    "reason",
+    "detail",
+    "seen",
+    "error_type",
+    "error_message",
+    "traceback",
+    "handler_time",
+    "replays",
+)
+_SELECT = ", ".join(COLUMNS)
+_INSERTED = [c for c in COLUMNS if c not in ("seen", "replays")]
+
+_replays_decoder = msgspec.json.Decoder(tuple[Replay, ...])
+_encoder = msgspec.json.Encoder()
+
+INDEXES = (
+    ("received", "received_at DESC, id DESC"),
+    ("key", "idempotency_key"),
+    ("reason", "reason, received_at"),
+    ("event", "event_name, received_at"),
+    ("organization", "organization_id, received_at"),
+)
+"""Every index: keyset order, the ``seen`` count, then one per filter with time."""
+
+ESSENTIAL_INDEXES = INDEXES[:2]
+"""Keyset order and the ``seen`` count only: filtered queries walk the keyset index."""
+
+
+class SQLInbox(SyncInbox):
+    """A table-backed inbox; subclasses provide connections and dialect details."""
+
+    table: str
+    _placeholder = "?"
+    _prune_every = 1000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._records_since_prune = 0
+        self._count_lock = threading.Lock()
+        table = self._table_sql()
+        self._insert = self._sql(
+            f"INSERT INTO {table} ({', '.join(_INSERTED)}, size, seen, replays) VALUES ("
+            + ", ".join("?" for _ in _INSERTED)
+            + f", ?, (SELECT count(*) FROM {table} WHERE idempotency_key = ?) + 1, '[]')"
+            " RETURNING seen"
+        )
+        self._get = self._sql(f"SELECT {_SELECT} FROM {table} WHERE id = ?")
+
+    # -- dialect hooks ----------------------------------------------------------------
+
+    def _table_sql(self) -> str:
+        return self.table
+
+    def _time_param(self, micros: int) -> Any:
+        return micros
+
+    def _time_value(self, value: Any) -> datetime.datetime:
+        return from_micros(int(value))
+
+    def _replays_value(self, value: Any) -> tuple[Replay, ...]:
+        if isinstance(value, str | bytes):
+            return _replays_decoder.decode(value)
+        return msgspec.convert(value, tuple[Replay, ...])
+
+    def _append_replay_sql(self) -> str:
+        raise NotImplementedError
+
+    def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (``[]`` when it returns none)."""
+        raise NotImplementedError
+
+    def _execute(self, statement: str, params: Sequence[Any]) -> int:
+        """Run one statement; its row count."""
+        raise NotImplementedError
+
+    def _now(self) -> float:
+        return time.time()
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _sql(self, statement: str) -> str:
+        return statement if self._placeholder == "?" else statement.replace("?", self._placeholder)
+
+    def _row(self, row: Sequence[Any]) -> ReceivedDelivery:
+        (
+            record_id,
+            received_at,
+            organization_id,
+            event_name,
+            version,
+            key,
+            body,
+            content_type,
+            user_agent,
+            status,
+            reason,
+            detail,
+            seen,
+            error_type,
+            error_message,
+            traceback,
+            handler_time,
+            replays,
+        ) = row
+        return ReceivedDelivery(
+            id=record_id,
+            received_at=self._time_value(received_at),
+            organization_id=organization_id,
+            event_name=event_name,
+            version=version,
+            idempotency_key=key,
+            body=bytes(body),
+            content_type=content_type,
+            user_agent=user_agent,
+            status=status,
+            reason=reason,
+            detail=detail,
+            seen=seen,
+            error_type=error_type,
+            error_message=error_message,
+            traceback=traceback,
+            handler_time=handler_time,
+            replays=self._replays_value(replays),
+        )
+
+    def _where(self, query: InboxQuery | None) -> tuple[list[str], list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if query is None:
+            return clauses, params
+        if query.reasons:
+            clauses.append(f"reason IN ({', '.join('?' for _ in query.reasons)})")
+            params.extend(query.reasons)
+        if query.status_class is not None:
+            clauses.append("status BETWEEN ? AND ?")
+            params.extend((query.status_class * 100, query.status_class * 100 + 99))
+        if query.event_name is not None:
+            clauses.append("event_name = ?")
+            params.append(query.event_name)
+        if query.organization_id is not None:
+            clauses.append("organization_id = ?")
+            params.append(query.organization_id)
+        if query.since is not None:
+            clauses.append("received_at >= ?")
+            params.append(self._time_param(to_micros(query.since)))
+        if query.until is not None:
+            clauses.append("received_at < ?")
+            params.append(self._time_param(to_micros(query.until)))
+        if query.id_prefix:
+            clauses.append("id LIKE ?")
+            params.append(query.id_prefix + "%")
+        return clauses, params
+
+    @staticmethod
+    def _and(clauses: list[str]) -> str:
+        return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+
+    # -- the contract -----------------------------------------------------------------
+
+    def _insert_values(self, delivery: ReceivedDelivery) -> list[Any]:
+        return [
+            delivery.id,
+            self._time_param(to_micros(delivery.received_at)),
+            delivery.organization_id,
+            delivery.event_name,
+            delivery.version,
+            delivery.idempotency_key,
+            delivery.body,
+            delivery.content_type,
+            delivery.user_agent,
+            delivery.status,
+            delivery.reason,
+            delivery.detail,
+            delivery.error_type,
+            delivery.error_message,
+            delivery.traceback,
+            delivery.handler_time,
+            delivery.size,
+            delivery.idempotency_key,
+        ]
+
+    def _prune_due(self) -> bool:
+        if not self._prune_every:
+            return False
+        with self._count_lock:
+            self._records_since_prune += 1
+            if self._records_since_prune < self._prune_every:
+                return False
+            self._records_since_prune = 0
+            return True
+
+    def record(self, delivery: ReceivedDelivery) -> int:
+        rows = self._query(self._insert, self._insert_values(delivery))
+        if self._prune_due():
+            self.prune()
+        return int(rows[0][0]) if rows else 1
+
+    def add_replay(self, delivery_id: str, replay: Replay) -> bool:
+        params = [encode_replay(replay), delivery_id]
+        return self._execute(self._append_replay_sql(), params) == 1
+
+    def get(self, delivery_id: str) -> ReceivedDelivery | None:
+        rows = self._query(self._get, [delivery_id])
+        return self._row(rows[0]) if rows else None
+
+    def search(
+        self,
+        query: InboxQuery | None = None,
+        *,
+        limit: int = DEFAULT_PAGE_SIZE,
+        cursor: str | None = None,
+    ) -> InboxPage:
+        check_limit(limit)
+        clauses, params = self._where(query)
+        if cursor is not None:
+            micros, record_id = decode_cursor(cursor)
+            clauses.append("(received_at < ? OR (received_at = ? AND id < ?))")
+            moment = self._time_param(micros)
+            params.extend((moment, moment, record_id))
+        statement = (
+            f"SELECT {_SELECT} FROM {self._table_sql()}{self._and(clauses)}"
+            " ORDER BY received_at DESC, id DESC LIMIT ?"
+        )
+        rows = self._query(self._sql(statement), [*params, limit + 1])
+        items = [self._row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return InboxPage(tuple(items), encode_cursor(items[-1]) if more else None)
+
+    def counts(
+        self, *, since: datetime.datetime | None = None, until: datetime.datetime | None = None
+    ) -> dict[str, int]:
+        clauses, params = self._where(InboxQuery(since=since, until=until))
+        statement = (
+            f"SELECT reason, count(*) FROM {self._table_sql()}{self._and(clauses)} GROUP BY reason"
+        )
+        return {reason: int(n) for reason, n in self._query(self._sql(statement), params)}
+
+    def slowest(
+        self,
+        *,
+        limit: int = 10,
+        since: datetime.datetime | None = None,
+        until: datetime.datetime | None = None,
+    ) -> list[ReceivedDelivery]:
+        check_limit(limit)
+        clauses, params = self._where(InboxQuery(since=since, until=until))
+        clauses.append("handler_time IS NOT NULL")
+        statement = (
+            f"SELECT {_SELECT} FROM {self._table_sql()}{self._and(clauses)}"
+            " ORDER BY handler_time DESC, received_at DESC, id DESC LIMIT ?"
+        )
+        return [self._row(row) for row in self._query(self._sql(statement), [*params, limit])]
+
+    def prune(self) -> int:
+        table = self._table_sql()
+        cutoff = to_micros(from_micros(int((self._now() - self.retention) * 1_000_000)))
+        deleted = self._execute(
+            self._sql(f"DELETE FROM {table} WHERE received_at < ?"), [self._time_param(cutoff)]
+        )
+        if self.max_bytes is not None:
+            deleted += self._execute(
+                self._sql(
+                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, SUM(size)"
+                    " OVER (ORDER BY received_at DESC, id DESC) AS running"
+                    f" FROM {table}) AS sized WHERE running > ?)"
+                ),
+                [self.max_bytes],
+            )
+        return deleted
+
+    def purge(self, query: InboxQuery | None = None) -> int:
+        clauses, params = self._where(query)
+        return self._execute(
+            self._sql(f"DELETE FROM {self._table_sql()}{self._and(clauses)}"), params
+        )
+
+
+def encode_replay(replay: Replay) -> str:
+    """One replay as the JSON text appended to a record's ``replays``."""
+    return _encoder.encode(replay).decode()
+
+
+def schema(
+    table: str,
+    types: dict[str, str],
+    index_prefix: str,
+    indexes: tuple[tuple[str, str], ...] = INDEXES,
+) -> list[str]:
+    """``CREATE TABLE`` and ``CREATE INDEX`` statements (idempotent) for one dialect."""
+    columns = ",\n    ".join(
+        [
+            f"id {types['text']} PRIMARY KEY",
+            f"received_at {types['time']} NOT NULL",
+            f"organization_id {types['text']} NOT NULL",
+            f"event_name {types['text']}",
+            f"version {types['int']}",
+            f"idempotency_key {types['text']}",
+            f"body {types['bytes']} NOT NULL",
+            f"content_type {types['text']}",
+            f"user_agent {types['text']}",
+            "status integer NOT NULL",
+            f"reason {types['text']} NOT NULL",
+            f"detail {types['text']} NOT NULL DEFAULT ''",
+            "seen integer NOT NULL DEFAULT 1",
+            f"error_type {types['text']}",
+            f"error_message {types['text']}",
+            f"traceback {types['text']}",
+            f"handler_time {types['float']}",
+            f"replays {types['json']} NOT NULL DEFAULT '[]'",
+            f"size {types['int']} NOT NULL DEFAULT 0",
+        ]
+    )
+    statements = [f"CREATE TABLE IF NOT EXISTS {table} (\n    {columns}\n)"]
+    for suffix, columns_sql in indexes:
+        statements.append(
+            f"CREATE INDEX IF NOT EXISTS {index_prefix}_{suffix} ON {table} ({columns_sql})"
+        )
+    return statements

@@ -1,0 +1,133 @@
+"""SQLite inbox: the default, in the same file as the default SQLite idempotency store.
+
+One connection per thread, WAL journal, a busy timeout; every write is one autocommitted
+statement, durable once it returns (a process killed right after still has it).
+
+Schema (created on first use)::
+
+    CREATE TABLE service_webhooks_inbox (
+        id TEXT PRIMARY KEY, received_at INTEGER,  -- Unix microseconds
+        organization_id, event_name, version, idempotency_key, body BLOB,
+        content_type, user_agent, status, reason, detail, seen, error_type,
+        error_message, traceback, handler_time REAL, replays TEXT, size INTEGER
+    )
+
+with two indexes: ``(received_at DESC, id DESC)`` (keyset paging; filtered queries walk
+it newest first) and the idempotency key (the ``seen`` count). Each more index would
+make every recorded delivery about 10 % slower; the PostgreSQL inbox has one per filter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import ConfigurationError
+from ._base import DEFAULT_INBOX_RETENTION, check_bounds
+from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
+
+__all__ = ["DEFAULT_INBOX_TABLE", "SQLiteInbox"]
+
+DEFAULT_INBOX_TABLE = "service_webhooks_inbox"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_TYPES = {
+    "text": "TEXT",
+    "time": "INTEGER",
+    "bytes": "BLOB",
+    "float": "REAL",
+    "json": "TEXT",
+    "int": "INTEGER",
+}
+
+
+class SQLiteInbox(SQLInbox):
+    """Inbox in a SQLite database file (thread- and process-safe on one machine).
+
+    Args:
+        path: The database file (created with its table if missing); the default
+            SQLite idempotency store's file is a good place.
+        table: The table name.
+        retention: Seconds a record is kept (30 days, spec §6.3).
+        max_bytes: Total record size kept, in bytes; ``None``: no cap.
+        timeout: Seconds to wait for another process's write lock before failing.
+        prune_every: Prune once every this many records (0: never; call
+            :meth:`prune` yourself).
+        clock: Current time in Unix seconds (for pruning); default :func:`time.time`.
+
+    Raises:
+        ConfigurationError: ``path`` is ``":memory:"``, a bad table name or bound.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        table: str = DEFAULT_INBOX_TABLE,
+        retention: float = DEFAULT_INBOX_RETENTION,
+        max_bytes: int | None = None,
+        timeout: float = 5.0,
+        prune_every: int = 1000,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if str(path) == ":memory:":
+            raise ConfigurationError("SQLiteInbox needs a file path; use MemoryInbox for memory")
+        if not _IDENTIFIER.fullmatch(table):
+            raise ConfigurationError(f"table must be letters, digits and _, not {table!r}")
+        check_bounds(retention, max_bytes)
+        self.path = Path(path)
+        self.table = table
+        self.retention = retention
+        self.max_bytes = max_bytes
+        self._timeout = timeout
+        self._prune_every = prune_every
+        self._clock = clock
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"SQLiteInbox({str(self.path)!r})"
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else time.time()
+
+    def _append_replay_sql(self) -> str:
+        return (
+            f"UPDATE {self.table} SET replays = json_insert(replays, '$[#]', json(?)) WHERE id = ?"
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            for statement in schema(self.table, _TYPES, self.table, ESSENTIAL_INDEXES):
+                connection.execute(statement)
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._connection().execute(statement, params).fetchall()
+
+    def _execute(self, statement: str, params: Sequence[Any]) -> int:
+        return self._connection().execute(statement, params).rowcount
+
+    def close(self) -> None:
+        """Close every connection this inbox opened (in any thread)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
