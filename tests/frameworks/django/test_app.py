@@ -178,7 +178,8 @@ def test_the_app_files_stay_small() -> None:
 
     folder = Path(app.__file__ or "").parent
     files = [p for p in folder.rglob("*.py") if "migrations" not in p.parts]
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 400
+    # 400 until the app gained its ASGI entry (asgi.py) and the URL and event-name checks
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 450
 
 
 def _now() -> Any:
