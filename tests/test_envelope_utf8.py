@@ -1,7 +1,7 @@
 """The whole body must be valid UTF-8 (spec §2.7, RFC 8259 §8.1), even in skipped fields.
 
-``tests/bad_inputs.py`` sends the small cases through every adapter; these pin the
-chunked check of large bodies, where a bad sequence can sit across a chunk boundary.
+``tests/helpers/sw_bad_inputs.py`` sends the small cases through every adapter; these pin
+the chunked check of large bodies, where a bad sequence can sit across a chunk boundary.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The idempotency store contract, run against every backend in ``BACKENDS``.
+"""The idempotency store contract: tests over a ``store`` fixture, and their ``key``.
+
+``tests/stores/test_contract.py`` imports them to run against every backend in
+``BACKENDS`` (``tests/stores/conftest.py``); ``tests/frameworks/django/test_store_contract.py``
+imports them to run against :class:`DjangoStore`.
 
 Durations are real seconds kept short, so that shared-server backends (whose expiry
 runs on the server's clock) run the very same tests.
