@@ -3,7 +3,7 @@
 1. Sustained deliveries per second from the emulator into a local receiver: the
    library's own ``WebhookReceiver`` with a ``MemoryStore``, behind ``WebhookApp``,
    under uvicorn (one worker) on 127.0.0.1 in a separate process
-   (``tests/delivery/receiver_server.py``). Real sockets, signing and verification on
+   (``tests/helpers/sw_receiver_server.py``). Real sockets, signing and verification on
    every request, throttle off so the pipe is measured, not the limit.
 2. Rate limiting, virtual clock: 5,000 events offered at once to one subscription;
    deliveries counted per minute (limit 1000/min) and over every sliding minute.
@@ -41,7 +41,7 @@ from service_webhooks.delivery import (
 )
 
 SECRET = "whsec-bench-0123456789abcdef0123456789abcdef"
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "delivery" / "receiver_server.py"
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "helpers" / "sw_receiver_server.py"
 
 
 def free_port() -> int:

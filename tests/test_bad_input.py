@@ -1,4 +1,5 @@
-"""The bad-input catalogue (``tests/bad_inputs.py``) through the core and the ASGI adapter.
+"""The bad-input catalogue (``tests/helpers/sw_bad_inputs.py``) through the core and the
+ASGI adapter.
 
 Every named input gets its documented status and reason from ``process`` (signature as
 ``bytes`` and as ``str``, the forms the adapters pass), from ``aprocess``, and from the
@@ -8,34 +9,16 @@ lets out). Nothing answers 5xx; nothing raises.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
 import pytest
+import sw_bad_inputs as catalogue
 
 from service_webhooks import MemoryStore, WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
 
-
-def _catalogue() -> ModuleType:
-    name = "sw_tests_bad_inputs"
-    if name not in sys.modules:
-        path = Path(__file__).parent / "bad_inputs.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-catalogue = _catalogue()
 SECRET = "whsec-catalogue-0123456789abcdef0123456789abcdef"
 ORG = "o-CATALOGUE-na1"
 NOW = 1_760_000_000

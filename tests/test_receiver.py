@@ -14,7 +14,6 @@ from service_webhooks import (
     MAX_BODY_SIZE,
     ClaimState,
     ConfigurationError,
-    Duration,
     Event,
     MemoryStore,
     NoteCreated,
@@ -254,24 +253,6 @@ def test_injected_clock_decides_the_timestamp_check(
     assert drive(receiver, *signed(timestamp=1_000_301)).reason == "timestamp"
 
 
-@pytest.mark.parametrize(
-    "body",
-    [b"", b"{}", b"[1]", b'{"eventName":"note.created","version":true,"data":{}}', b"\xff\xfe"],
-)
-def test_malformed_envelope_answers_400(
-    receiver: WebhookReceiver, signed: Signed, drive: Drive, body: bytes
-) -> None:
-    outcome = drive(receiver, *signed(body))
-    assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
-
-
-def test_known_event_with_data_not_fitting_its_model_answers_400(
-    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
-) -> None:
-    outcome = drive(receiver, *signed(make_body("note.created", data={"id": "n-1"})))
-    assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
-
-
 def test_handler_order_and_version_routing(
     receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
 ) -> None:
@@ -323,18 +304,6 @@ def test_async_and_sync_handlers_work_from_both_drivers(
     body = make_body("segment.trend.alert", data={"duration": "WEEKLY", "new": 1})
     assert drive(receiver, *signed(body)).reason == "processed"
     assert seen == ["async:WEEKLY", "sync:WEEKLY"]
-
-
-def test_unknown_duration_is_kept_as_a_string(
-    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
-) -> None:
-    seen: list[SegmentTrendAlert] = []
-    receiver.on("segment.trend.alert", lambda event: seen.append(event.data))
-    drive(receiver, *signed(make_body("segment.trend.alert", data={"duration": "HOURLY"})))
-    drive(receiver, *signed(make_body("segment.trend.alert", data={"duration": "DAILY"})))
-    assert [a.duration for a in seen] == ["HOURLY", Duration.DAILY]
-    assert seen[0].known_duration is None
-    assert seen[1].known_duration is Duration.DAILY
 
 
 @pytest.mark.parametrize("in_thread", [True, False])

@@ -1,14 +1,13 @@
 """End to end: the emulator delivers 5,000 events with duplicates and
 shuffling over real sockets into the library's own receiver (``WebhookReceiver`` behind
 ``WebhookApp``, under uvicorn on 127.0.0.1 in its own process, see
-``receiver_server.py``). Retry delays are compressed by a virtual
+``tests/helpers/sw_receiver_server.py``). Retry delays are compressed by a virtual
 clock; signatures carry the real time, so the receiver's timestamp check applies."""
 
 from __future__ import annotations
 
 import collections
 import hashlib
-import importlib.util
 import logging
 import socket
 import subprocess
@@ -16,10 +15,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 import pytest
+import sw_receiver_server
 
 from service_webhooks.delivery import (
     Emulator,
@@ -36,23 +35,13 @@ ORG = "o-E2E-1"
 EVENTS = 5000
 
 
-def _load_receiver_server() -> ModuleType:
-    path = Path(__file__).with_name("receiver_server.py")
-    spec = importlib.util.spec_from_file_location("delivery_receiver_server", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-Target = _load_receiver_server().Target
+Target = sw_receiver_server.Target
 
 
 @pytest.fixture
 def receiver_process(unused_port: int) -> Iterator[str]:
     """The receiver in its own process (one core for it, one for the emulator)."""
-    script = Path(__file__).with_name("receiver_server.py")
+    script = Path(sw_receiver_server.__file__)
     process = subprocess.Popen([sys.executable, str(script), str(unused_port), SECRET, "5"])
     try:
         deadline = time.monotonic() + 20

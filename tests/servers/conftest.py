@@ -1,13 +1,12 @@
 """Real servers for the ASGI adapter and ``service-webhooks listen``: uvicorn started on
 a free 127.0.0.1 port with an app from ``asgi_apps.py``, and the console script.
 
-The raw-socket helpers and the signing helpers are tests/frameworks/contract.py's,
-loaded under this suite's own module name with this suite's secret.
+The raw-socket helpers and the signing helpers are tests/helpers/sw_contract.py's,
+configured with this suite's secret for each of its test modules.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import signal
@@ -20,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import sw_contract
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
@@ -27,26 +27,19 @@ ORG = "o-SERVERS-na1"
 SECRET = "whsec-servers-0123456789abcdef0123456789abcdef"
 
 
-def _load_contract() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "sw_tests_servers_contract", HERE.parent / "frameworks" / "contract.py"
-    )
-    if spec is None or spec.loader is None:
-        raise ImportError("contract.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    module.ORG, module.SECRET = ORG, SECRET
-    return module
-
-
-contract = _load_contract()
+contract = sw_contract
 Server = Any
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _contract_settings() -> None:
+    """Each test module of this suite runs with this suite's settings."""
+    contract.configure(org=ORG, secret=SECRET)
 
 
 @pytest.fixture(scope="session")
 def kit() -> ModuleType:
-    """tests/frameworks/contract.py, set for this suite (its helpers and signing)."""
+    """tests/helpers/sw_contract.py, set for this suite (its helpers and signing)."""
     return contract
 
 

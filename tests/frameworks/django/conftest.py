@@ -11,7 +11,6 @@ Every row of the status contract (docs/status-codes.md) is a function below taki
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import shutil
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import sw_contract
 
 HERE = Path(__file__).parent
 PROJECT = HERE / "project"
@@ -89,24 +89,9 @@ for _name in ENV:  # configured now; subprocesses (other tests' workers) must no
     os.environ.pop(_name, None)
 
 
-def _load_contract() -> ModuleType:
-    """tests/frameworks/contract.py as this suite's own module, set for its app."""
-    spec = importlib.util.spec_from_file_location(
-        "sw_tests_django_contract", HERE.parent / "contract.py"
-    )
-    if spec is None or spec.loader is None:
-        raise ImportError(HERE.parent / "contract.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    module.ORG, module.SECRET = ORG, SECRET
-    module.PATH, module.BROKEN_PATH = "/webhooks/", "/broken/"
-    return module
-
-
-# The status-contract rows and server helpers (tests/frameworks/contract.py), bound here
+# The status-contract rows and server helpers (tests/helpers/sw_contract.py), bound here
 # so tests reach them through the ``kit`` fixture and pytest finds pytest_generate_tests.
-contract = _load_contract()
+contract = sw_contract
 Answer, Target, Server = contract.Answer, contract.Target, contract.Server
 envelope, signed, expect = contract.envelope, contract.signed, contract.expect
 free_port, start_server, stop_server = (
@@ -127,6 +112,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 # -- fixtures --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _contract_settings() -> None:
+    """Each test module of this suite runs with this suite's app settings."""
+    contract.configure(org=ORG, secret=SECRET, path="/webhooks/", broken_path="/broken/")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""The bad-input catalogue (``tests/bad_inputs.py``) through Django's test clients.
+"""The bad-input catalogue (``tests/helpers/sw_bad_inputs.py``) through Django's test
+clients.
 
 The same named inputs and documented answers as ``tests/test_bad_input.py``, sent to
 the project's delivery view: the plain view through ``Client`` (WSGI) and the
@@ -11,32 +12,15 @@ arrive with one.
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import sw_bad_inputs as catalogue
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
 
-
-def _catalogue() -> ModuleType:
-    name = "sw_tests_bad_inputs"
-    if name not in sys.modules:
-        path = Path(__file__).parents[2] / "bad_inputs.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-catalogue = _catalogue()
 by_name = pytest.mark.parametrize("case", catalogue.WIRE, ids=[c.name for c in catalogue.WIRE])
 
 

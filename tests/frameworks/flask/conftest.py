@@ -9,53 +9,32 @@ client, a real server) runs every row.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import sw_contract
+import sw_flask_app
 
-HERE = Path(__file__).parent
 ORG = "o-FLASK-na1"
 BIN = Path(sys.executable).parent
 
 
 def load_app_module() -> ModuleType:
-    """``webhook_app.py`` under a unique name (tests have no packages)."""
-    name = "sw_tests_flask_webhook_app"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / "webhook_app.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(HERE / "webhook_app.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The test app's module (``tests/helpers/sw_flask_app.py``)."""
+    return sw_flask_app
 
 
-SECRET: str = load_app_module().SECRET
+SECRET: str = sw_flask_app.SECRET
+# gunicorn runs the test app from the helpers folder
+APP_DIR = Path(sw_flask_app.__file__).parent
+APP = "sw_flask_app:create_app()"
 
-
-def _load_contract() -> ModuleType:
-    """tests/frameworks/contract.py as this suite's own module, set for its app."""
-    spec = importlib.util.spec_from_file_location(
-        "sw_tests_flask_contract", HERE.parent / "contract.py"
-    )
-    if spec is None or spec.loader is None:
-        raise ImportError(HERE.parent / "contract.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    module.ORG, module.SECRET = ORG, SECRET
-    return module
-
-
-# The status-contract rows and server helpers (tests/frameworks/contract.py), bound here
+# The status-contract rows and server helpers (tests/helpers/sw_contract.py), bound here
 # so tests reach them through the ``kit`` fixture and pytest finds pytest_generate_tests.
-contract = _load_contract()
+contract = sw_contract
 Answer, Target, Server = contract.Answer, contract.Target, contract.Server
 envelope, signed, expect = contract.envelope, contract.signed, contract.expect
 free_port, start_server, stop_server = (
@@ -70,6 +49,12 @@ sign, default_idempotency_key = contract.sign, contract.default_idempotency_key
 
 
 # -- fixtures --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _contract_settings() -> None:
+    """Each test module of this suite runs with this suite's app settings."""
+    contract.configure(org=ORG, secret=SECRET)
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +76,7 @@ def gunicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server,
     store = str(tmp / "store.sqlite3")
     env = {"SW_TEST_STORE": store, "SW_TEST_BROKEN_STORE": str(tmp / "missing" / "x.sqlite3")}
     port = free_port()
-    argv = [*gunicorn_argv("webhook_app:create_app()", port), "--chdir", str(HERE)]
-    server = start_server(argv, cwd=HERE, env=env, log=tmp / "gunicorn.log", port=port)
+    argv = [*gunicorn_argv(APP, port), "--chdir", str(APP_DIR)]
+    server = start_server(argv, cwd=APP_DIR, env=env, log=tmp / "gunicorn.log", port=port)
     yield server, store
     stop_server(server)

@@ -1,42 +1,25 @@
-"""The bad-input catalogue (``tests/bad_inputs.py``) through Flask's test client.
+"""The bad-input catalogue (``tests/helpers/sw_bad_inputs.py``) through Flask's test
+client.
 
 The same named inputs and documented answers as ``tests/test_bad_input.py``, sent
-through the blueprint of the test app (``webhook_app.py``) with ``TESTING`` on, so any
-exception the view lets out fails the test instead of becoming a 500. A chunked body
-is sent without ``Content-Length`` and with ``wsgi.input_terminated`` set, as gunicorn
-does.
+through the blueprint of the test app (``tests/helpers/sw_flask_app.py``) with
+``TESTING`` on, so any exception the view lets out fails the test instead of becoming a
+500. A chunked body is sent without ``Content-Length`` and with ``wsgi.input_terminated``
+set, as gunicorn does.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import sw_bad_inputs as catalogue
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request
-
-
-def _catalogue() -> ModuleType:
-    name = "sw_tests_bad_inputs"
-    if name not in sys.modules:
-        path = Path(__file__).parents[2] / "bad_inputs.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-catalogue = _catalogue()
 
 
 @pytest.fixture(scope="module")

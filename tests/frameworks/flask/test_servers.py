@@ -23,14 +23,14 @@ def serve(kit: ModuleType, tmp: Path, *options: str) -> Any:
     port = kit.free_port()
     argv = [
         str(kit.BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1",
-        "--graceful-timeout", "2", "--log-level", "warning", "--chdir", str(kit.HERE),
-        *options, "webhook_app:create_app()",
+        "--graceful-timeout", "2", "--log-level", "warning", "--chdir", str(kit.APP_DIR),
+        *options, kit.APP,
     ]  # fmt: skip
     env = {
         "SW_TEST_STORE": str(tmp / "store.sqlite3"),
         "SW_TEST_BROKEN_STORE": str(tmp / "x" / "y"),
     }
-    return kit.start_server(argv, cwd=kit.HERE, env=env, log=tmp / "gunicorn.log", port=port)
+    return kit.start_server(argv, cwd=kit.APP_DIR, env=env, log=tmp / "gunicorn.log", port=port)
 
 
 @pytest.fixture(scope="module")

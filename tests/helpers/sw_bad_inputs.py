@@ -2,9 +2,8 @@
 
 A data module, not a test module: ``tests/test_bad_input.py`` runs every case through
 the core (``process`` and ``aprocess``) and the ASGI adapter, and the Flask and Django
-folders run the same cases through their test clients. Test folders are not packages
-(``--import-mode=importlib``), so each of them loads this file by path
-(``importlib.util.spec_from_file_location``) under the one name ``sw_tests_bad_inputs``.
+folders run the same cases through their test clients; each imports this module as
+``sw_bad_inputs`` (``tests/helpers`` is on pytest's ``pythonpath``).
 
 A case builds its :class:`Request` from a :class:`Signer` (the secret, organization and
 clock of the receiver under test), so one table serves receivers with different

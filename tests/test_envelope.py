@@ -1,20 +1,34 @@
-"""The whole body must be valid UTF-8 (spec §2.7, RFC 8259 §8.1), even in skipped fields.
+"""Envelope decoding (spec §2.7, §6.1, §9): malformed envelopes answer 400, event data
+is decoded into its typed model, and the whole body must be valid UTF-8 (RFC 8259 §8.1),
+even in skipped fields.
 
-``tests/bad_inputs.py`` sends the small cases through every adapter; these pin the
-chunked check of large bodies, where a bad sequence can sit across a chunk boundary.
+``tests/helpers/sw_bad_inputs.py`` sends the small cases through every adapter; the
+UTF-8 tests here pin the chunked check of large bodies, where a bad sequence can sit
+across a chunk boundary. The decoding vectors are in ``tests/test_vectors.py``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service_webhooks import EnvelopeError
+from service_webhooks import (
+    Duration,
+    EnvelopeError,
+    Outcome,
+    SegmentTrendAlert,
+    WebhookReceiver,
+)
 from service_webhooks._envelope import _UTF8_CHUNK, _is_utf8, decode_envelope
 
 HEAD = b'{"eventName":"catalogue.probe","version":1,"x":"'
 TAIL = b'","data":1}'
+
+Signed = Callable[..., tuple[bytes, str]]
+Drive = Callable[..., Outcome]
 
 
 def padded(insert: bytes, at: int, size: int = 3 * _UTF8_CHUNK) -> bytes:
@@ -68,3 +82,33 @@ def test_the_chunked_check_agrees_with_a_strict_decode(noise: bytes, at: int) ->
     except UnicodeDecodeError:
         expected = False
     assert _is_utf8(body) is expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{}", b"[1]", b'{"eventName":"note.created","version":true,"data":{}}', b"\xff\xfe"],
+)
+def test_malformed_envelope_answers_400(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, body: bytes
+) -> None:
+    outcome = drive(receiver, *signed(body))
+    assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
+
+
+def test_known_event_with_data_not_fitting_its_model_answers_400(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    outcome = drive(receiver, *signed(make_body("note.created", data={"id": "n-1"})))
+    assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
+
+
+def test_unknown_duration_is_kept_as_a_string(
+    receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    seen: list[SegmentTrendAlert] = []
+    receiver.on("segment.trend.alert", lambda event: seen.append(event.data))
+    drive(receiver, *signed(make_body("segment.trend.alert", data={"duration": "HOURLY"})))
+    drive(receiver, *signed(make_body("segment.trend.alert", data={"duration": "DAILY"})))
+    assert [a.duration for a in seen] == ["HOURLY", Duration.DAILY]
+    assert seen[0].known_duration is None
+    assert seen[1].known_duration is Duration.DAILY

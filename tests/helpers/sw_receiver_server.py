@@ -1,6 +1,6 @@
 """A receiver process for the end-to-end test and the benchmark (not a test module).
 
-``python receiver_server.py PORT SECRET FAIL_EVERY`` serves the library's own
+``python sw_receiver_server.py PORT SECRET FAIL_EVERY`` serves the library's own
 ``WebhookReceiver`` (``MemoryStore``) behind ``WebhookApp`` under uvicorn on 127.0.0.1.
 The ``note.created`` handler fails the first attempt of every note whose number
 (``n-<number>``) is a multiple of ``FAIL_EVERY`` (0: never) by raising, which the

@@ -2,10 +2,11 @@
 
 Every row of the status contract (docs/status-codes.md) is one ``row_*`` function taking a
 :class:`Target` (a way to send one request, and to hold a claim in the app's store);
-each framework's conftest loads this file under its own module name, sets ``ORG``,
-``SECRET``, ``PATH`` and ``BROKEN_PATH`` for its app, and parametrizes ``status_row``
-over :data:`ROWS` (``pytest_generate_tests``), so every driver (the framework's test
-client, each real server) runs every row.
+each suite that uses it (Flask, Django, the ASGI servers) imports it as ``sw_contract``,
+sets ``ORG``, ``SECRET``, ``PATH`` and ``BROKEN_PATH`` for its app with :func:`configure`
+from a module-scoped autouse fixture (so each test module runs with its own suite's
+settings), and parametrizes ``status_row`` over :data:`ROWS` (``pytest_generate_tests``),
+so every driver (the framework's test client, each real server) runs every row.
 """
 
 from __future__ import annotations
@@ -27,11 +28,19 @@ import pytest
 from service_webhooks import MAX_BODY_SIZE, SIGNATURE_HEADER, default_idempotency_key, sign
 
 BIN = Path(sys.executable).parent
-# Set by each framework's conftest for its app:
+# Set by each suite's conftest for its app (see configure):
 ORG = "o-TEST-na1"
 SECRET = ""
 PATH = "/webhooks"
 BROKEN_PATH = "/broken"
+
+
+def configure(
+    *, org: str, secret: str, path: str = "/webhooks", broken_path: str = "/broken"
+) -> None:
+    """Sets the organization, secret and paths the rows and signing helpers use."""
+    global ORG, SECRET, PATH, BROKEN_PATH
+    ORG, SECRET, PATH, BROKEN_PATH = org, secret, path, broken_path
 
 
 @dataclass
