@@ -109,3 +109,11 @@ def authorize_browser(driver: Any, user: str = USER, password: str = PASSWORD) -
     driver.execute_cdp_cmd(
         "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {token}"}}
     )
+
+
+def phone(driver: Any, width: int = 390, height: int = 844) -> None:
+    """Lay pages out as a phone of ``width`` CSS pixels would (Chrome DevTools)."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": True},
+    )
