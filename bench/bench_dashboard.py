@@ -72,7 +72,7 @@ def main() -> None:
     }
     timings: dict[tuple[str, int], list[float]] = {(p, n): [] for p in pages for n in sizes}
     try:
-        for name, path in pages.items():  # warm up
+        for path in pages.values():  # warm up
             for n in sizes:
                 client, some_id = clients[n]
                 assert client.get(path(some_id), auth=AUTH).status_code == 200
