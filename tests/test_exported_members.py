@@ -17,6 +17,7 @@ PUBLIC_MODULES = [
     "service_webhooks",
     "service_webhooks.stores",
     "service_webhooks.inbox",
+    "service_webhooks.dashboard",
     "service_webhooks.adapters.asgi",
     "service_webhooks.adapters.flask",
     "service_webhooks.adapters.django",

@@ -1,9 +1,10 @@
 """The layer rule, read statically from every import (docs/architecture.md, "Layers").
 
 * The core (``service_webhooks/*.py``, ``_``-prefixed or not, and ``service_webhooks/stores/``)
-  imports no adapter, CLI, test kit, delivery emulator or API client, and no web framework
-  or HTTP client, at module level or inside a function. Only the optional integration
-  modules ``handoff`` (Celery) and ``observability`` (OpenTelemetry) import those extras.
+  imports no adapter, CLI, dashboard, test kit, delivery emulator or API client, and no web
+  framework, template engine or HTTP client, at module level or inside a function. Only the
+  optional integration modules ``handoff`` (Celery) and ``observability`` (OpenTelemetry)
+  import those extras.
 * An adapter (``adapters/**``, installed as ``service_webhooks.adapters``) takes from
   ``service_webhooks`` public modules and names only: no module path segment and no
   imported name starting with ``_``. Its own relative imports are its business.
@@ -27,11 +28,12 @@ ADAPTERS = ROOT / "adapters"
 ABOVE_THE_CORE = (
     "service_webhooks.adapters",
     "service_webhooks.cli",
+    "service_webhooks.dashboard",
     "service_webhooks.testing",
     "service_webhooks.delivery",
     "service_webhooks.api",
 )
-WEB = ("starlette", "fastapi", "flask", "werkzeug", "django", "httpx")
+WEB = ("starlette", "fastapi", "flask", "werkzeug", "django", "httpx", "jinja2")
 OPTIONAL = ("celery", "opentelemetry")  # only for the two integration modules
 INTEGRATIONS = ("service_webhooks/handoff.py", "service_webhooks/observability.py")
 

@@ -1,10 +1,11 @@
-"""``service-webhooks inbox list|show|replay|prune``: what arrived, and running it again.
+"""``service-webhooks inbox list|show|replay|prune|serve``: what arrived, and running it again.
 
 Every command reads the inbox beside an idempotency store (``--store URL`` or
 ``$SERVICE_WEBHOOKS_STORE``; default ``sqlite:service_webhooks.sqlite3``, the
 receiver's own default), see :mod:`service_webhooks.inbox`. ``replay`` runs the
 handlers of your receiver (``--receiver MODULE:ATTR``) on stored bodies, under the same
-idempotency rules as a delivery.
+idempotency rules as a delivery. ``serve`` runs the web dashboard
+(:mod:`service_webhooks.dashboard`) over it.
 
 Exit code: 0 on success; 1 when a record is not found or a replay did not succeed
 (not 2xx); 2 on a usage error.
@@ -15,8 +16,10 @@ from __future__ import annotations
 import base64
 import datetime
 import importlib
+import ipaddress
 import json
 import re
+import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -397,3 +400,79 @@ def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) ->
         target.max_bytes = max_bytes
         deleted = target.prune()
     click.echo(f"deleted {deleted} deliveries")
+
+
+AUTH_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_AUTH"
+
+
+def _is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+@inbox.command("serve")
+@store_option
+@click.option(
+    "--receiver",
+    "receiver_spec",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Your WebhookReceiver, to show a Replay button (it must record into this inbox).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8001, show_default=True)
+@click.option(
+    "--basic-auth",
+    default=None,
+    envvar=AUTH_ENVVAR,
+    show_envvar=True,
+    metavar="USER:PASSWORD",
+    help="HTTP Basic credentials. Required with a --host other than loopback; without "
+    "them a random password is made and printed.",
+)
+@click.option(
+    "--title", default="Webhook inbox", show_default=True, help="Shown in the page header."
+)
+def serve(
+    store: str,
+    receiver_spec: str | None,
+    host: str,
+    port: int,
+    basic_auth: str | None,
+    title: str,
+) -> None:
+    """Serve the inbox dashboard (list, detail and replay, overview) over HTTP.
+
+    Needs the 'dashboard' extra. Every request needs the Basic credentials; a host
+    other than 127.0.0.1, ::1 or localhost is refused without --basic-auth.
+    """
+    if not basic_auth and not _is_loopback(host):
+        raise click.UsageError(
+            f"--host {host} is reachable from other machines: give credentials with "
+            f"--basic-auth USER:PASSWORD (or ${AUTH_ENVVAR}), or listen on 127.0.0.1"
+        )
+    if basic_auth is not None:
+        user, colon, password = basic_auth.partition(":")
+        if not (user and colon and password):
+            raise click.BadParameter("USER:PASSWORD, both non-empty", param_hint="--basic-auth")
+    try:
+        import uvicorn
+
+        from service_webhooks.dashboard import dashboard
+    except ImportError as error:
+        raise click.ClickException(
+            "the dashboard needs the 'dashboard' extra: pip install 'service-webhooks[dashboard]'"
+        ) from error
+    receiver = _load_receiver(receiver_spec) if receiver_spec else None
+    credentials = basic_auth
+    if credentials is None:
+        credentials = "admin:" + secrets.token_urlsafe(12)
+        click.echo(f"no --basic-auth given: log in as {credentials}", err=True)
+    app = dashboard(_open(store), receiver=receiver, basic_auth=credentials, title=title)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"inbox dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

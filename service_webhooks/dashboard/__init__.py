@@ -1,0 +1,29 @@
+"""A web dashboard over the inbox: list, detail with replay, overview (``dashboard`` extra).
+
+:func:`dashboard` returns an ASGI app to mount in Starlette or FastAPI
+(``Mount("/webhooks/admin", app=dashboard(inbox, receiver=receiver, basic_auth=...))``)
+or to serve on its own (``service-webhooks inbox serve``, beside a Flask or Django
+project). It reads the inbox only through its public query API
+(:mod:`service_webhooks.inbox`) and replays through
+:meth:`~service_webhooks.WebhookReceiver.areplay`.
+
+Every request must be authenticated (HTTP Basic credentials or an ``authorize(scope)``
+callable); replay is a POST carrying a CSRF token; pages are rendered by Jinja2 with
+autoescaping, served with a strict Content-Security-Policy, and use no JavaScript and no
+external resource.
+"""
+
+from __future__ import annotations
+
+try:
+    import jinja2  # noqa: F401
+    import starlette  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "service_webhooks.dashboard needs the 'dashboard' extra: "
+        "pip install 'service-webhooks[dashboard]'"
+    ) from error
+
+from ._app import SECURITY_HEADERS, Authorize, Dashboard, dashboard
+
+__all__ = ["SECURITY_HEADERS", "Authorize", "Dashboard", "dashboard"]

@@ -1,0 +1,612 @@
+"""The dashboard's ASGI app: authentication, security headers, routes and rendering.
+
+Routes (below wherever the app is mounted):
+
+==========================  ====  ==================================================
+path                        verb  page
+==========================  ====  ==================================================
+``/``                       GET   list: newest first, filters, keyset paging
+``/overview``               GET   counts per outcome (1 h, 24 h), failure rate,
+                                  slowest handlers, a 24 h chart (inline SVG)
+``/d/{id}``                 GET   detail: metadata, payload, traceback, replays
+``/d/{id}/body``            GET   the raw body, as a download
+``/d/{id}/replay``          POST  replay (a receiver was given; CSRF token required)
+``/static/dashboard.css``   GET   the stylesheet (shipped in the wheel)
+==========================  ====  ==================================================
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import hashlib
+import hmac
+import inspect
+import json
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service_webhooks import ConfigurationError, WebhookReceiver
+from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
+
+__all__ = ["SECURITY_HEADERS", "Authorize", "Dashboard", "dashboard"]
+
+Authorize = Callable[[Scope], "bool | Awaitable[bool]"]
+"""``authorize(scope) -> bool`` (or an awaitable of it): whether an HTTP request (its
+ASGI ``scope``: headers, cookies, ``scope["user"]`` set by your auth middleware) may see
+the dashboard. ``False`` is answered 403."""
+
+SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
+    (
+        "content-security-policy",
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("cross-origin-opener-policy", "same-origin"),
+    ("cross-origin-resource-policy", "same-origin"),
+)
+"""Headers sent with every response of the dashboard, errors and assets included."""
+
+UTC = datetime.UTC
+HERE = Path(__file__).parent
+REALM = "service-webhooks inbox"
+MAX_FORM_BYTES = 4096
+
+OK_REASONS = frozenset({"processed", "duplicate", "unhandled"})
+"""Answer reasons the service counts as a success (2xx with the default policy)."""
+
+OUTCOMES: tuple[tuple[str, str], ...] = (
+    ("", "Any outcome"),
+    ("5xx", "Failed (5xx, retried)"),
+    ("4xx", "Refused (4xx)"),
+    ("2xx", "Succeeded (2xx)"),
+    ("processed", "processed"),
+    ("duplicate", "duplicate"),
+    ("unhandled", "unhandled"),
+    ("handler_failed", "handler_failed"),
+    ("unprocessable", "unprocessable"),
+    ("malformed_envelope", "malformed_envelope"),
+    ("in_flight", "in_flight"),
+    ("store_unavailable", "store_unavailable"),
+    ("retry_later", "retry_later"),
+)
+RANGES: tuple[tuple[str, str, float], ...] = (
+    ("", "Any time", 0.0),
+    ("1h", "Last hour", 3600.0),
+    ("24h", "Last 24 hours", 86400.0),
+    ("7d", "Last 7 days", 7 * 86400.0),
+    ("30d", "Last 30 days", 30 * 86400.0),
+)
+
+
+class BadFilter(ValueError):
+    """A list filter that cannot be understood (shown on the page, answered 400)."""
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = _when
+    env.filters["seconds"] = _seconds
+    return env
+
+
+def _when(moment: datetime.datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _is_failure(reason: str) -> bool:
+    return reason not in OK_REASONS
+
+
+def _pretty(body: bytes) -> tuple[str, bool]:
+    """The body as text: indented JSON when it parses (``True``), else decoded UTF-8."""
+    try:
+        return json.dumps(json.loads(body), indent=2, ensure_ascii=False), True
+    except ValueError:
+        return body.decode("utf-8", "replace"), False
+
+
+def _parse_time(text: str, name: str) -> datetime.datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError as error:
+        raise BadFilter(f"{name}: a date and time such as 2025-01-31T13:45 (UTC)") from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def list_query(params: Mapping[str, str], now: datetime.datetime) -> InboxQuery:
+    """The :class:`InboxQuery` of the list page's filters.
+
+    Raises:
+        BadFilter: A filter value that is not understood.
+    """
+    outcome = params.get("outcome", "").strip()
+    reasons: tuple[str, ...] = ()
+    status_class: int | None = None
+    if outcome in ("2xx", "4xx", "5xx"):
+        status_class = int(outcome[0])
+    elif outcome:
+        if outcome not in dict(OUTCOMES):
+            raise BadFilter("outcome: not a known outcome")
+        reasons = (outcome,)
+    since = _parse_time(params.get("since", "").strip(), "from")
+    until = _parse_time(params.get("until", "").strip(), "to")
+    span = params.get("range", "").strip()
+    if span:
+        seconds = {key: s for key, _, s in RANGES}.get(span)
+        if not seconds:
+            raise BadFilter("range: not a known time range")
+        start = now - datetime.timedelta(seconds=seconds)
+        since = max(since, start) if since else start
+    text = params.get("q", "").strip().lower()
+    if text and not all(c in "0123456789abcdef" for c in text):
+        raise BadFilter("search: delivery IDs are hexadecimal digits (0-9, a-f)")
+    return InboxQuery(
+        reasons=reasons,
+        status_class=status_class,
+        event_name=params.get("event", "").strip() or None,
+        organization_id=params.get("org", "").strip() or None,
+        since=since,
+        until=until,
+        id_prefix=text or None,
+    )
+
+
+def _basic_credentials(value: str | tuple[str, str]) -> tuple[bytes, bytes]:
+    if isinstance(value, str) and ":" not in value:
+        raise ConfigurationError("basic_auth must be 'USER:PASSWORD' or (user, password)")
+    user, password = value.split(":", 1) if isinstance(value, str) else value
+    if not user or not password:
+        raise ConfigurationError("basic_auth needs a non-empty user and password")
+    return user.encode(), password.encode()
+
+
+class Dashboard:
+    """The dashboard as an ASGI app (HTTP only). Build it with :func:`dashboard`."""
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        *,
+        receiver: WebhookReceiver | None,
+        basic_auth: tuple[bytes, bytes] | None,
+        authorize: Authorize | None,
+        csrf_key: bytes,
+        page_size: int,
+        title: str,
+    ) -> None:
+        self.inbox = inbox
+        self.receiver = receiver
+        self.title = title
+        self.page_size = page_size
+        self._basic = basic_auth
+        self._authorize = authorize
+        self._csrf_key = csrf_key
+        self._env = _environment()
+        self._css = (HERE / "static" / "dashboard.css").read_bytes()
+        self._css_etag = '"' + hashlib.sha256(self._css).hexdigest()[:16] + '"'
+        self._router = Router(
+            routes=[
+                Route("/", self.list_page, methods=["GET"]),
+                Route("/overview", self.overview_page, methods=["GET"]),
+                Route("/d/{delivery_id}", self.detail_page, methods=["GET"]),
+                Route("/d/{delivery_id}/body", self.body, methods=["GET"]),
+                Route("/d/{delivery_id}/replay", self.replay, methods=["POST"]),
+                Route("/static/dashboard.css", self.stylesheet, methods=["GET"]),
+            ]
+        )
+
+    # -- ASGI -------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":  # served on its own: nothing to start
+                await _lifespan(receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (name, value)
+                    for name, value in message.get("headers", [])
+                    if name.lower() not in _SECURITY_NAMES
+                ]
+                headers.extend(_SECURITY_RAW)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        denied = await self._deny(scope)
+        if denied is not None:
+            await denied(scope, receive, secured)
+            return
+        await self._router(scope, receive, secured)
+
+    async def _deny(self, scope: Scope) -> ASGIApp | None:
+        """A 401/403 response when the request is not authorized, else ``None``."""
+        if self._basic is not None:
+            if self._basic_ok(scope):
+                return None
+            return Response(
+                "Authentication required.\n",
+                status_code=401,
+                media_type="text/plain",
+                headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
+            )
+        assert self._authorize is not None
+        allowed = self._authorize(scope)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if allowed is True:
+            return None
+        return Response("Forbidden.\n", status_code=403, media_type="text/plain")
+
+    def _basic_ok(self, scope: Scope) -> bool:
+        assert self._basic is not None
+        header = _header(scope, b"authorization")
+        scheme, _, encoded = header.partition(b" ")
+        if scheme.lower() != b"basic":
+            return False
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        user, colon, password = decoded.partition(b":")
+        good_user = hmac.compare_digest(user, self._basic[0])
+        good_password = hmac.compare_digest(password, self._basic[1])
+        return bool(colon) and good_user and good_password
+
+    # -- CSRF -------------------------------------------------------------------------
+
+    def _identity(self, request: Request) -> bytes:
+        """Who the token is bound to: the Basic user, or ``scope["user"]``'s identity."""
+        if self._basic is not None:
+            return b"basic:" + self._basic[0]
+        user = request.scope.get("user")
+        name = getattr(user, "identity", None) or getattr(user, "display_name", None) or ""
+        return b"user:" + str(name).encode()
+
+    def csrf_token(self, request: Request) -> str:
+        """The replay form's token: HMAC-SHA256 of this app's key and the identity."""
+        return hmac.new(self._csrf_key, self._identity(request), hashlib.sha256).hexdigest()
+
+    def _csrf_ok(self, request: Request, token: str) -> bool:
+        expected = self.csrf_token(request)
+        if not hmac.compare_digest(token.encode(), expected.encode()):
+            return False
+        origin = request.headers.get("origin")
+        if origin and origin != "null":
+            host = request.headers.get("host", "")
+            if urlsplit(origin).netloc != host:
+                return False
+        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+    # -- rendering --------------------------------------------------------------------
+
+    def _render(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> Response:
+        root = _root(request)
+
+        def url(path: str, **params: Any) -> str:
+            query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+            return root + path + ("?" + query if query else "")
+
+        html = self._env.get_template(template).render(
+            title=self.title, url=url, page=template.removesuffix(".html"), **context
+        )
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+    async def _record(self, request: Request) -> ReceivedDelivery | None:
+        delivery_id = request.path_params["delivery_id"].strip().lower()
+        if not delivery_id or not all(c in "0123456789abcdef" for c in delivery_id):
+            return None
+        return await self.inbox.aget(delivery_id)
+
+    def _not_found(self, request: Request) -> Response:
+        return self._render(
+            request, "error.html", 404, heading="Not found", message="No such delivery."
+        )
+
+    # -- pages ------------------------------------------------------------------------
+
+    async def list_page(self, request: Request) -> Response:
+        params = {key: request.query_params.get(key, "") for key in _LIST_PARAMS}
+        cursor = request.query_params.get("cursor") or None
+        error = None
+        items: tuple[ReceivedDelivery, ...] = ()
+        next_cursor = None
+        try:
+            query = list_query(params, datetime.datetime.now(UTC))
+            page = await self.inbox.asearch(query, limit=self.page_size, cursor=cursor)
+            items, next_cursor = page.items, page.next_cursor
+        except (BadFilter, ConfigurationError) as problem:
+            error = str(problem)
+        return self._render(
+            request,
+            "list.html",
+            400 if error else 200,
+            params=params,
+            filtered=any(params.values()),
+            cursor=cursor,
+            items=items,
+            next_cursor=next_cursor,
+            error=error,
+            outcomes=OUTCOMES,
+            ranges=[(key, label) for key, label, _ in RANGES],
+            is_failure=_is_failure,
+        )
+
+    async def detail_page(self, request: Request) -> Response:
+        record = await self._record(request)
+        if record is None:
+            return self._not_found(request)
+        payload, is_json = _pretty(record.body)
+        return self._render(
+            request,
+            "detail.html",
+            record=record,
+            payload=payload,
+            is_json=is_json,
+            can_replay=self.receiver is not None,
+            csrf_token=self.csrf_token(request),
+            is_failure=_is_failure,
+        )
+
+    async def body(self, request: Request) -> Response:
+        record = await self._record(request)
+        if record is None:
+            return self._not_found(request)
+        extension = "json" if (record.content_type or "").startswith("application/json") else "bin"
+        return Response(
+            record.body,
+            media_type="application/octet-stream",
+            headers={
+                "Content-Disposition": f'attachment; filename="delivery-{record.id}.{extension}"',
+                "Cache-Control": "no-store",
+            },
+        )
+
+    async def replay(self, request: Request) -> Response:
+        raw = await _read_capped(request, MAX_FORM_BYTES)
+        form = parse_qs(raw.decode("utf-8", "replace")) if raw is not None else {}
+        token = form.get("csrf_token", [""])[0]
+        if raw is None or not self._csrf_ok(request, token):
+            return self._render(
+                request,
+                "error.html",
+                403,
+                heading="Refused",
+                message="The form's security token is missing or wrong: reload the page and "
+                "press Replay again.",
+            )
+        if self.receiver is None:
+            return self._render(
+                request,
+                "error.html",
+                404,
+                heading="Replay is off",
+                message="This dashboard was started without a receiver, so it cannot replay.",
+            )
+        record = await self._record(request)
+        if record is None:
+            return self._not_found(request)
+        force = form.get("force", [""])[0] == "1"
+        try:
+            await self.receiver.areplay(record.id, force=force)
+        except KeyError:
+            return self._render(
+                request,
+                "error.html",
+                409,
+                heading="Not in the receiver's inbox",
+                message="The receiver records into another inbox than the one shown here.",
+            )
+        root = _root(request)
+        return RedirectResponse(f"{root}/d/{record.id}#replays", status_code=303)
+
+    async def overview_page(self, request: Request) -> Response:
+        now = datetime.datetime.now(UTC)
+        hour = datetime.timedelta(hours=1)
+        last_hour = await self.inbox.acounts(since=now - hour)
+        last_day = await self.inbox.acounts(since=now - 24 * hour)
+        start = now.replace(minute=0, second=0, microsecond=0) - 23 * hour
+        buckets = []
+        for index in range(24):
+            since = start + index * hour
+            counts = await self.inbox.acounts(since=since, until=since + hour)
+            failed = sum(n for reason, n in counts.items() if _is_failure(reason))
+            buckets.append((since, sum(counts.values()) - failed, failed))
+        slowest = await self.inbox.aslowest(limit=10, since=now - 24 * hour)
+        return self._render(
+            request,
+            "overview.html",
+            windows=[("Last hour", _summary(last_hour)), ("Last 24 hours", _summary(last_day))],
+            chart=_chart(buckets),
+            slowest=slowest,
+            now=now,
+        )
+
+    async def stylesheet(self, request: Request) -> Response:
+        if request.headers.get("if-none-match") == self._css_etag:
+            return Response(status_code=304, headers={"ETag": self._css_etag})
+        return Response(
+            self._css,
+            media_type="text/css",
+            headers={"ETag": self._css_etag, "Cache-Control": "private, max-age=3600"},
+        )
+
+
+_LIST_PARAMS = ("outcome", "event", "org", "range", "since", "until", "q")
+_SECURITY_NAMES = {name.encode() for name, _ in SECURITY_HEADERS}
+_SECURITY_RAW = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS]
+
+
+def _root(request: Request) -> str:
+    """Where the dashboard is mounted (``""`` when served at ``/``)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _header(scope: Scope, name: bytes) -> bytes:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value)
+    return b""
+
+
+async def _read_capped(request: Request, limit: int) -> bytes | None:
+    """The request body, or ``None`` when it is longer than ``limit`` bytes."""
+    chunks = bytearray()
+    async for chunk in request.stream():
+        chunks += chunk
+        if len(chunks) > limit:
+            return None
+    return bytes(chunks)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def _summary(counts: dict[str, int]) -> dict[str, Any]:
+    total = sum(counts.values())
+    failed = sum(n for reason, n in counts.items() if _is_failure(reason))
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return {
+        "total": total,
+        "failed": failed,
+        "rate": f"{100 * failed / total:.1f} %" if total else "-",
+        "rows": [(reason, n, _is_failure(reason)) for reason, n in rows],
+    }
+
+
+CHART_WIDTH = 720
+CHART_HEIGHT = 160
+CHART_TOP = 14
+CHART_BOTTOM = 22
+
+
+def _chart(buckets: list[tuple[datetime.datetime, int, int]]) -> dict[str, Any]:
+    """Bars (succeeded, failed stacked) per hour, as SVG coordinates in a fixed viewBox."""
+    peak = max((ok + failed for _, ok, failed in buckets), default=0) or 1
+    plot = CHART_HEIGHT - CHART_TOP - CHART_BOTTOM
+    slot = CHART_WIDTH / len(buckets)
+    bars = []
+    for index, (since, ok, failed) in enumerate(buckets):
+        x = index * slot + 2
+        ok_height = plot * ok / peak
+        failed_height = plot * failed / peak
+        base = CHART_TOP + plot
+        bars.append(
+            {
+                "x": f"{x:.1f}",
+                "width": f"{slot - 4:.1f}",
+                "ok_y": f"{base - ok_height:.1f}",
+                "ok_height": f"{ok_height:.1f}",
+                "failed_y": f"{base - ok_height - failed_height:.1f}",
+                "failed_height": f"{failed_height:.1f}",
+                "label": f"{since:%H}:00 UTC: {ok} succeeded, {failed} failed",
+                "tick": f"{since:%H}" if index % 3 == 0 else "",
+                "tick_x": f"{x + (slot - 4) / 2:.1f}",
+            }
+        )
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "axis_y": CHART_TOP + plot,
+        "label_y": CHART_HEIGHT - 6,
+        "peak": peak,
+        "bars": bars,
+    }
+
+
+def dashboard(
+    inbox: Inbox | str | None = None,
+    *,
+    receiver: WebhookReceiver | None = None,
+    basic_auth: str | tuple[str, str] | None = None,
+    authorize: Authorize | None = None,
+    csrf_key: bytes | None = None,
+    page_size: int = 50,
+    title: str = "Webhook inbox",
+) -> Dashboard:
+    """The dashboard over ``inbox``, as an ASGI app to mount or serve.
+
+    Args:
+        inbox: The :class:`~service_webhooks.inbox.Inbox` to show, or a URL for
+            :func:`~service_webhooks.inbox.inbox_from_url`; ``None``: ``receiver.inbox``.
+        receiver: Shows a Replay button on each delivery; replays run through
+            :meth:`~service_webhooks.WebhookReceiver.areplay` (it must record into the
+            same inbox).
+        basic_auth: ``"USER:PASSWORD"`` or ``(user, password)``: HTTP Basic
+            authentication (compared in constant time); anything else is answered 401.
+        authorize: ``authorize(scope) -> bool`` (or awaitable) for apps with their own
+            login; ``False`` is answered 403. Exactly one of ``basic_auth`` and
+            ``authorize`` is required.
+        csrf_key: Key (bytes) of the replay form's HMAC token; default: random per
+            process. Give the same key to every worker process serving the dashboard.
+        page_size: Deliveries per list page (1..1000).
+        title: Shown in the header and the window title.
+
+    Returns:
+        A :class:`Dashboard` (an ASGI app; HTTP and lifespan scopes).
+
+    Raises:
+        ConfigurationError: No inbox, no or both authentication methods, a bad
+            ``basic_auth`` or ``page_size``.
+    """
+    if (basic_auth is None) == (authorize is None):
+        raise ConfigurationError(
+            "the dashboard needs exactly one of basic_auth='USER:PASSWORD' and authorize=callable"
+        )
+    if authorize is not None and not callable(authorize):
+        raise ConfigurationError("authorize must be a callable authorize(scope) -> bool")
+    if not 1 <= page_size <= 1000:
+        raise ConfigurationError("page_size must be 1..1000")
+    if isinstance(inbox, str):
+        inbox = inbox_from_url(inbox)
+    if inbox is None:
+        inbox = receiver.inbox if receiver is not None else None
+    if inbox is None:
+        raise ConfigurationError("the dashboard needs an inbox (or a receiver that keeps one)")
+    return Dashboard(
+        inbox,
+        receiver=receiver,
+        basic_auth=None if basic_auth is None else _basic_credentials(basic_auth),
+        authorize=authorize,
+        csrf_key=csrf_key if csrf_key is not None else secrets.token_bytes(32),
+        page_size=page_size,
+        title=title,
+    )

@@ -1,0 +1,489 @@
+"""The dashboard over HTTP, in process: authentication, CSRF, escaping, headers, pages."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+from service_webhooks import ConfigurationError, WebhookReceiver, sign
+from service_webhooks.dashboard import SECURITY_HEADERS, dashboard
+from service_webhooks.inbox import MemoryInbox, ReceivedDelivery, SQLiteInbox
+
+from .conftest import HOSTILE, ORG, PASSWORD, SECRET, USER, deliver, envelope
+
+AUTH = (USER, PASSWORD)
+UTC = datetime.UTC
+
+
+class Flaky:
+    """A receiver whose ``note.created`` handler fails until ``fixed`` is set."""
+
+    def __init__(self, inbox: Any) -> None:
+        self.fixed = False
+        self.calls = 0
+        self.receiver = WebhookReceiver(SECRET, store="memory", inbox=inbox)
+
+        @self.receiver.on("note.created")
+        def handler(event: Any) -> None:
+            self.calls += 1
+            if not self.fixed:
+                raise RuntimeError("not fixed <yet>")
+
+
+@pytest.fixture
+def flaky() -> Flaky:
+    return Flaky(MemoryInbox())
+
+
+@pytest.fixture
+def client(flaky: Flaky) -> Iterator[TestClient]:
+    app = dashboard(receiver=flaky.receiver, basic_auth=f"{USER}:{PASSWORD}")
+    with TestClient(app, base_url="http://127.0.0.1:8001") as test_client:
+        yield test_client
+
+
+def failed_record(flaky: Flaky, text: str = HOSTILE) -> ReceivedDelivery:
+    deliver(flaky.receiver, envelope("n-bad", text))
+    record = flaky.receiver.inbox.search().items[0]  # type: ignore[union-attr]
+    assert record.reason == "handler_failed"
+    return record
+
+
+def token_of(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([0-9a-f]{64})"', html)
+    assert match, "no CSRF token in the page"
+    return match[1]
+
+
+def ids_on(html: str) -> list[str]:
+    return re.findall(r'data-id="([0-9a-f]{32})"', html)
+
+
+# -- authentication ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/overview", "/static/dashboard.css", "/d/00", "/nope"])
+def test_a_request_without_credentials_gets_401(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith('Basic realm="')
+    assert "Deliveries" not in response.text
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Basic " + base64.b64encode(b"admin:wrong").decode(),
+        "Basic " + base64.b64encode(b"other:" + PASSWORD.encode()).decode(),
+        "Basic " + base64.b64encode(USER.encode() + PASSWORD.encode()).decode(),  # no colon
+        "Basic !!!not-base64",
+        "Bearer " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(),
+    ],
+)
+def test_wrong_credentials_get_401(client: TestClient, header: str) -> None:
+    assert client.get("/", headers={"Authorization": header}).status_code == 401
+
+
+def test_the_right_credentials_open_every_page(client: TestClient, flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    for path in ("/", "/overview", f"/d/{record.id}", f"/d/{record.id}/body"):
+        assert client.get(path, auth=AUTH).status_code == 200, path
+
+
+async def test_authorize_callable_decides(flaky: Flaky) -> None:
+    seen: list[str] = []
+
+    async def authorize(scope: Any) -> bool:
+        seen.append(scope["path"])
+        return dict(scope["headers"]).get(b"x-staff") == b"yes"
+
+    app = dashboard(flaky.receiver.inbox, authorize=authorize)
+    with TestClient(app) as test_client:
+        assert test_client.get("/").status_code == 403
+        assert test_client.get("/", headers={"X-Staff": "yes"}).status_code == 200
+    assert seen == ["/", "/"]
+    sync_app = dashboard(flaky.receiver.inbox, authorize=lambda scope: False)
+    assert TestClient(sync_app).get("/overview").status_code == 403
+
+
+def test_every_response_carries_the_security_headers(client: TestClient, flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    responses = [
+        client.get("/"),  # 401
+        client.get("/", auth=AUTH),
+        client.get("/d/" + "f" * 32, auth=AUTH),  # 404
+        client.get("/static/dashboard.css", auth=AUTH),
+        client.get(f"/d/{record.id}/body", auth=AUTH),
+        client.post(f"/d/{record.id}/replay", auth=AUTH),  # 403
+    ]
+    for response in responses:
+        for name, value in SECURITY_HEADERS:
+            assert response.headers[name] == value
+    csp = dict(SECURITY_HEADERS)["content-security-policy"]
+    assert "default-src 'none'" in csp
+    assert "script-src" not in csp  # no script at all: default-src 'none' forbids it
+    assert "frame-ancestors 'none'" in csp
+
+
+# -- escaping, secrets ---------------------------------------------------------------
+
+
+def test_payload_headers_and_errors_are_escaped(client: TestClient, flaky: Flaky) -> None:
+    body = envelope("n-x", HOSTILE)
+    signature = sign(body, SECRET, ORG)
+    stream = io.BytesIO(body)
+    headers = [
+        ("service-signature", signature),
+        ("user-agent", "<b>ua</b>"),
+        ("content-type", 'application/json"><i>'),
+    ]
+    assert flaky.receiver.handle("POST", headers, stream.read).reason == "handler_failed"
+    record = flaky.receiver.inbox.search().items[0]  # type: ignore[union-attr]
+    page = client.get(f"/d/{record.id}", auth=AUTH).text
+    assert "<script>alert(1)</script>" not in page
+    assert "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "not fixed &lt;yet&gt;" in page  # the error message
+    assert "<b>ua</b>" not in page
+    assert "&lt;b&gt;ua&lt;/b&gt;" in page
+    assert "&#34;&gt;&lt;i&gt;" in page  # Content-Type
+    assert signature.split("v1=")[-1] not in page  # no signature value anywhere
+    assert SECRET not in page
+    listing = client.get("/", auth=AUTH).text
+    assert "<script>" not in listing
+
+
+# -- replay and CSRF -----------------------------------------------------------------
+
+
+def test_replay_after_the_fix_shows_the_new_outcome(client: TestClient, flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    page = client.get(f"/d/{record.id}", auth=AUTH).text
+    assert 'id="replay"' in page
+    flaky.fixed = True
+    response = client.post(
+        f"/d/{record.id}/replay",
+        data={"csrf_token": token_of(page)},
+        auth=AUTH,
+        follow_redirects=False,
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/d/{record.id}#replays"
+    after = client.get(f"/d/{record.id}", auth=AUTH).text
+    assert "200 processed" in after
+    assert "Never replayed" not in after
+    assert flaky.calls == 2
+    # processed: a second replay is a duplicate unless forced
+    client.post(f"/d/{record.id}/replay", data={"csrf_token": token_of(after)}, auth=AUTH)
+    assert flaky.calls == 2
+    client.post(
+        f"/d/{record.id}/replay", data={"csrf_token": token_of(after), "force": "1"}, auth=AUTH
+    )
+    assert flaky.calls == 3
+    replays = flaky.receiver.inbox.get(record.id).replays  # type: ignore[union-attr]
+    assert [(r.reason, r.forced) for r in replays] == [
+        ("processed", False),
+        ("duplicate", False),
+        ("processed", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("form", "headers"),
+    [
+        ({}, {}),
+        ({"csrf_token": ""}, {}),
+        ({"csrf_token": "0" * 64}, {}),
+        ({"csrf_token": "TOKEN"}, {"Origin": "https://evil.example"}),
+        ({"csrf_token": "TOKEN"}, {"Sec-Fetch-Site": "cross-site"}),
+        ({"csrf_token": "TOKEN", "pad": "x" * 5000}, {}),  # over the form size limit
+    ],
+    ids=["missing", "empty", "wrong", "foreign-origin", "cross-site", "too-long"],
+)
+def test_a_replay_without_a_good_token_is_403_and_replays_nothing(
+    client: TestClient, flaky: Flaky, form: dict[str, str], headers: dict[str, str]
+) -> None:
+    record = failed_record(flaky)
+    token = token_of(client.get(f"/d/{record.id}", auth=AUTH).text)
+    form = {k: token if v == "TOKEN" else v for k, v in form.items()}
+    flaky.fixed = True
+    response = client.post(f"/d/{record.id}/replay", data=form, headers=headers, auth=AUTH)
+    assert response.status_code == 403
+    assert flaky.calls == 1
+    assert flaky.receiver.inbox.get(record.id).replays == ()  # type: ignore[union-attr]
+
+
+def test_the_token_of_another_dashboard_process_is_refused(flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    one = TestClient(dashboard(receiver=flaky.receiver, basic_auth=AUTH))
+    other = TestClient(dashboard(receiver=flaky.receiver, basic_auth=AUTH))
+    token = token_of(one.get(f"/d/{record.id}", auth=AUTH).text)
+    assert (
+        other.post(f"/d/{record.id}/replay", data={"csrf_token": token}, auth=AUTH).status_code
+        == 403
+    )
+    shared = [dashboard(receiver=flaky.receiver, basic_auth=AUTH, csrf_key=b"k" * 32) for _ in "ab"]
+    token = token_of(TestClient(shared[0]).get(f"/d/{record.id}", auth=AUTH).text)
+    response = TestClient(shared[1]).post(
+        f"/d/{record.id}/replay", data={"csrf_token": token}, auth=AUTH, follow_redirects=False
+    )
+    assert response.status_code == 303
+
+
+def test_without_a_receiver_there_is_no_replay(flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    app = TestClient(dashboard(flaky.receiver.inbox, basic_auth=AUTH))
+    page = app.get(f"/d/{record.id}", auth=AUTH).text
+    assert 'id="replay"' not in page
+    token = app.app.csrf_token(Request({"type": "http", "headers": []}))  # type: ignore[attr-defined]
+    response = app.post(f"/d/{record.id}/replay", data={"csrf_token": token}, auth=AUTH)
+    assert response.status_code == 404
+    assert "without a receiver" in response.text
+    assert flaky.calls == 1
+
+
+def test_replay_of_a_record_the_receiver_does_not_keep_is_409(flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    elsewhere = Flaky(MemoryInbox())
+    app = TestClient(dashboard(flaky.receiver.inbox, receiver=elsewhere.receiver, basic_auth=AUTH))
+    token = token_of(app.get(f"/d/{record.id}", auth=AUTH).text)
+    assert (
+        app.post(f"/d/{record.id}/replay", data={"csrf_token": token}, auth=AUTH).status_code == 409
+    )
+    missing = app.post("/d/" + "e" * 32 + "/replay", data={"csrf_token": token}, auth=AUTH)
+    assert missing.status_code == 404
+
+
+# -- list: filters and keyset paging -------------------------------------------------
+
+
+def record_at(inbox: Any, n: int, moment: datetime.datetime, **fields: Any) -> ReceivedDelivery:
+    values: dict[str, Any] = {
+        "id": f"{n:032x}",
+        "received_at": moment,
+        "organization_id": ORG,
+        "event_name": "note.created",
+        "version": 1,
+        "idempotency_key": f"k{n}",
+        "body": envelope(f"n-{n}"),
+        "content_type": "application/json",
+        "user_agent": "test",
+        "status": 200,
+        "reason": "processed",
+        "handler_time": 0.001 * (n % 50),
+    }
+    values.update(fields)
+    record = ReceivedDelivery(**values)
+    inbox.record(record)
+    return record
+
+
+def walk(client: TestClient, first: str, *, arrive: bool = False) -> tuple[list[str], int]:
+    """Every ID on every page from ``first``, following the Older links."""
+    seen: list[str] = []
+    pages = 0
+    url: str | None = first
+    while url is not None:
+        page = client.get(url, auth=AUTH)
+        assert page.status_code == 200
+        pages += 1
+        seen.extend(ids_on(page.text))
+        match = re.search(r'id="older" rel="next" href="([^"]+)"', page.text)
+        url = match[1].replace("&amp;", "&") if match else None
+        if arrive and pages == 3:  # deliveries keep arriving while someone pages
+            now = datetime.datetime.now(UTC)
+            for n in range(5000, 5010):
+                record_at(client.app.inbox, n, now)  # type: ignore[attr-defined]
+    return seen, pages
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_paging_over_1000_deliveries_shows_each_exactly_once(backend: str, tmp_path: Path) -> None:
+    inbox: Any = MemoryInbox(max_records=10_000) if backend == "memory" else None
+    if inbox is None:
+        inbox = SQLiteInbox(tmp_path / "inbox.sqlite3")
+    start = datetime.datetime.now(UTC) - datetime.timedelta(hours=2)
+    expected = []
+    for n in range(1000):
+        # pairs share a timestamp: the ID breaks the tie
+        moment = start + datetime.timedelta(seconds=n // 2)
+        expected.append(record_at(inbox, n, moment).id)
+    client = TestClient(dashboard(inbox, basic_auth=AUTH, page_size=50))
+    seen, pages = walk(client, "/", arrive=True)
+    assert pages == 20
+    assert len(seen) == len(set(seen)) == 1000
+    assert set(seen) == set(expected)
+    ordered = sorted(
+        expected, key=lambda i: (start + datetime.timedelta(seconds=int(i, 16) // 2), i)
+    )
+    assert seen == ordered[::-1]
+    # filtered paging: one outcome, the same walk
+    failed, pages = walk(client, "/?outcome=processed&event=note.created&org=" + ORG)
+    assert len(failed) == len(set(failed)) == 1010  # the 10 that arrived, on the first page
+    assert pages == 21
+
+
+def test_filters_select_deliveries(client: TestClient, flaky: Flaky) -> None:
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    ok = record_at(inbox, 1, now - datetime.timedelta(minutes=5))
+    old = record_at(inbox, 2, now - datetime.timedelta(days=3), event_name="note.deleted")
+    other = record_at(inbox, 3, now - datetime.timedelta(minutes=1), organization_id="o-OTHER")
+    bad = record_at(inbox, 4, now, status=500, reason="handler_failed")
+    refused = record_at(inbox, 5, now, status=422, reason="unprocessable")
+
+    def found(query: str) -> set[str]:
+        response = client.get("/" + query, auth=AUTH)
+        assert response.status_code == 200, response.text
+        return set(ids_on(response.text))
+
+    assert found("") == {ok.id, old.id, other.id, bad.id, refused.id}
+    assert found("?outcome=5xx") == {bad.id}
+    assert found("?outcome=4xx") == {refused.id}
+    assert found("?outcome=handler_failed") == {bad.id}
+    assert found("?outcome=2xx") == {ok.id, old.id, other.id}
+    assert found("?event=note.deleted") == {old.id}
+    assert found("?org=o-OTHER") == {other.id}
+    assert found("?range=24h&outcome=2xx") == {ok.id, other.id}
+    since = (now - datetime.timedelta(days=4)).strftime("%Y-%m-%dT%H:%M:%S")
+    until = (now - datetime.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+    assert found(f"?since={since}&until={until}") == {old.id}
+    assert found("?q=" + old.id.upper()) == {old.id}
+    assert len(found("?q=" + old.id[:20])) == 5
+    assert found("?q=" + "9" * 32) == set()
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?outcome=nope", "?range=2y", "?since=yesterday", "?q=not-hex", "?cursor=garbage"],
+)
+def test_a_bad_filter_is_explained_with_400(client: TestClient, query: str) -> None:
+    response = client.get("/" + query, auth=AUTH)
+    assert response.status_code == 400
+    assert 'class="notice notice-error" role="alert"' in response.text
+
+
+# -- detail, body, overview, mounting ------------------------------------------------
+
+
+def test_detail_shows_the_traceback_and_download_gives_the_bytes(
+    client: TestClient, flaky: Flaky
+) -> None:
+    record = failed_record(flaky)
+    page = client.get(f"/d/{record.id}", auth=AUTH).text
+    assert "Traceback (most recent call last)" in page
+    assert "RuntimeError" in page
+    assert "&#34;eventName&#34;: &#34;note.created&#34;" in page  # indented JSON
+    body = client.get(f"/d/{record.id}/body", auth=AUTH)
+    assert body.content == record.body
+    assert body.headers["content-type"] == "application/octet-stream"
+    assert body.headers["content-disposition"].startswith("attachment;")
+    not_json = record_at(flaky.receiver.inbox, 7, record.received_at, body=b"\xff not json")
+    assert "not JSON" in client.get(f"/d/{not_json.id}", auth=AUTH).text
+    for missing in ("/d/" + "a" * 32, "/d/XYZ", "/d/" + "a" * 32 + "/body"):
+        assert client.get(missing, auth=AUTH).status_code == 404
+
+
+def test_overview_counts_failure_rate_slowest_and_chart(client: TestClient, flaky: Flaky) -> None:
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    for n in range(6):
+        record_at(inbox, n, now - datetime.timedelta(minutes=10), handler_time=0.5 + n)
+    record_at(inbox, 10, now - datetime.timedelta(hours=5), status=500, reason="handler_failed")
+    record_at(inbox, 11, now - datetime.timedelta(hours=5), status=500, reason="handler_failed")
+    page = client.get("/overview", auth=AUTH).text
+    hour, day = page.split('aria-label="Last 24 hours"')
+    assert '<span class="num">6</span>' in hour
+    assert "0.0 %" in hour
+    assert '<span class="num">8</span>' in day
+    assert "25.0 %" in day
+    assert "(2 failed)" in day
+    assert page.count('<rect class="bar-bad"') == 24
+    assert "<svg" in page
+    assert "<script" not in page
+    slow = page.split('id="h-slow"')[1]
+    assert slow.index("5.50 s") < slow.index("4.50 s") < slow.index("500.0 ms")
+    empty = TestClient(dashboard(MemoryInbox(), basic_auth=AUTH)).get("/overview", auth=AUTH)
+    assert "No handler ran" in empty.text
+
+
+def test_mounted_below_a_prefix_every_link_keeps_it(flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    app = Starlette(
+        routes=[Mount("/webhooks/admin", app=dashboard(receiver=flaky.receiver, basic_auth=AUTH))]
+    )
+    with TestClient(app) as test_client:
+        page = test_client.get("/webhooks/admin/", auth=AUTH).text
+        assert 'href="/webhooks/admin/static/dashboard.css"' in page
+        assert f'href="/webhooks/admin/d/{record.id}"' in page
+        assert 'href="/webhooks/admin/overview"' in page
+        detail = test_client.get(f"/webhooks/admin/d/{record.id}", auth=AUTH).text
+        assert f'action="/webhooks/admin/d/{record.id}/replay"' in detail
+        flaky.fixed = True
+        response = test_client.post(
+            f"/webhooks/admin/d/{record.id}/replay",
+            data={"csrf_token": token_of(detail)},
+            auth=AUTH,
+            follow_redirects=False,
+        )
+        assert response.headers["location"] == f"/webhooks/admin/d/{record.id}#replays"
+        css = test_client.get("/webhooks/admin/static/dashboard.css", auth=AUTH)
+        assert css.headers["content-type"].startswith("text/css")
+        again = test_client.get(
+            "/webhooks/admin/static/dashboard.css",
+            auth=AUTH,
+            headers={"If-None-Match": css.headers["etag"]},
+        )
+        assert again.status_code == 304
+
+
+def test_no_page_refers_to_another_origin(client: TestClient, flaky: Flaky) -> None:
+    record = failed_record(flaky)
+    for path in ("/", "/overview", f"/d/{record.id}"):
+        html = client.get(path, auth=AUTH).text
+        assert not re.search(r'(src|href|action)="(https?:)?//', html), path
+        assert "<script" not in html, path
+        assert " style=" not in html, path
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "exactly one of"),
+        ({"basic_auth": "a:b", "authorize": lambda scope: True}, "exactly one of"),
+        ({"basic_auth": "nocolon"}, "USER:PASSWORD"),
+        ({"basic_auth": ":pw"}, "non-empty"),
+        ({"authorize": "yes"}, "callable"),
+        ({"basic_auth": "a:b", "page_size": 0}, "page_size"),
+    ],
+)
+def test_configuration_errors(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        dashboard(MemoryInbox(), **kwargs)
+
+
+def test_an_inbox_is_required_and_may_be_a_url(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="needs an inbox"):
+        dashboard(basic_auth="a:b")
+    receiver = WebhookReceiver(SECRET, store="memory", inbox=False)
+    with pytest.raises(ConfigurationError, match="needs an inbox"):
+        dashboard(receiver=receiver, basic_auth="a:b")
+    app = dashboard(f"sqlite:{tmp_path / 'x.sqlite3'}", basic_auth="a:b")
+    assert isinstance(app.inbox, SQLiteInbox)
+
+
+def test_lifespan_and_other_scopes(flaky: Flaky) -> None:
+    with TestClient(dashboard(MemoryInbox(), basic_auth=AUTH)) as test_client:  # lifespan runs
+        assert test_client.get("/", auth=AUTH).status_code == 200
