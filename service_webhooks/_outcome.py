@@ -2,7 +2,7 @@
 
 What the service does with each status is fixed by spec §3.3 and §7: 2xx is success;
 500-599, 302, 303, 307 and 429 are retried; every other status is a permanent failure.
-The receiver therefore answers (DESIGN.md "Status contract"):
+The receiver therefore answers (docs/status-codes.md holds the same table):
 
 ====================================================  ======  ===========================
 situation                                             status  reason

@@ -1,4 +1,5 @@
-"""When to retry and when to give up (spec §3.3, §8; DESIGN.md "Delivery emulator decisions").
+"""When to retry and when to give up (spec §3.3, §8; the delivery emulator's decisions
+where the spec is open are listed in docs/delivery.md).
 
 The rule:
 

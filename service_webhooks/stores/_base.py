@@ -1,6 +1,6 @@
 """The idempotency store contract (spec §6.1: duplicates can occur, order is not guaranteed).
 
-The rule (DESIGN.md "Idempotency"): before a delivery's handlers run, the receiver
+The rule (the architecture page, "Idempotency"): before a delivery's handlers run, the receiver
 *claims* its idempotency key. Exactly one concurrent claimer gets ``NEW`` and runs the
 handlers; the others see ``IN_FLIGHT`` (answered 503, retried later) or ``DONE``
 (answered 200 without running anything). Afterwards the claimer either *completes* the
