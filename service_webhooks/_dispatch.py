@@ -70,6 +70,7 @@ import msgspec
 from ._events import EVENT_MODELS, Event
 from ._exceptions import ConfigurationError, Unprocessable
 from ._reporting import printable
+from ._threads import run_in_thread
 
 __all__ = [
     "KNOWN_EVENT_NAMES",
@@ -557,7 +558,7 @@ async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread:
             await registration.handler(given)  # type: ignore[misc]
             continue
         if in_thread:
-            result = await asyncio.to_thread(registration.handler, given)
+            result = await run_in_thread(registration.handler, given)
         else:
             result = registration.handler(given)
         if result is not None and inspect.isawaitable(result):

@@ -35,7 +35,6 @@ observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -95,6 +94,7 @@ from ._signing import (
     parse_signature_header,
     verify,
 )
+from ._threads import run_in_thread
 from .inbox._base import Inbox
 from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
 
@@ -577,7 +577,7 @@ class WebhookReceiver:
         try:
             header = self._authenticate(method, body, signature)
             if self._resolver_blocks:
-                secrets = await asyncio.to_thread(self._secrets_for, header.organization_id)
+                secrets = await run_in_thread(self._secrets_for, header.organization_id)
             else:
                 secrets = self._secrets_for(header.organization_id)
             prepared = self._prepare(body, header, secrets, started)

@@ -427,3 +427,43 @@ def test_a_large_body_gets_the_same_default_key(
     assert keys == [default_idempotency_key(ORG, body)]
     forged = drive(receiver, body, signed(body, secret="another-secret")[1])
     assert forged.status == 401  # the key computed beside a failing HMAC is dropped
+
+
+def test_sync_handlers_under_aprocess_run_off_the_loop_with_the_callers_context(
+    receiver: WebhookReceiver, signed: Signed
+) -> None:
+    """Plain handlers run on pool threads: never the loop's, context variables copied,
+    exceptions re-raised in the task, and a blocked handler does not hold up another."""
+    import contextvars
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    seen: list[tuple[int, str]] = []
+    release = threading.Event()
+
+    def blocking(event: Event[Any]) -> None:
+        if event.data.id == "n-slow":
+            release.wait(10)
+        seen.append((threading.get_ident(), marker.get()))
+
+    receiver.on("note.created", blocking)
+
+    def body(note_id: str) -> bytes:
+        data = {"id": note_id, "author": "a", "text": "t"}
+        return json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+
+    async def main() -> tuple[list[Outcome], int]:
+        marker.set("from-the-task")
+        slow = asyncio.create_task(receiver.aprocess(*signed(body("n-slow"))))
+        await asyncio.sleep(0.05)
+        fast = await receiver.aprocess(*signed(body("n-fast")))  # not stuck behind slow
+        release.set()
+        return [fast, await slow], threading.get_ident()
+
+    outcomes, loop_thread = asyncio.run(main())
+    assert [o.reason for o in outcomes] == ["processed", "processed"]
+    assert all(ident != loop_thread for ident, _ in seen)
+    assert [value for _, value in seen] == ["from-the-task", "from-the-task"]
+
+    receiver.on("note.created", lambda event: 1 / 0)
+    failed = asyncio.run(receiver.aprocess(*signed(body("n-fail"))))
+    assert (failed.status, failed.reason) == (500, "handler_failed")
