@@ -181,6 +181,7 @@ def _timed(function: Callable[[], list[Any]], items: list[Item], name: str) -> f
 
 def run_ours(items: list[Item]) -> float:
     receiver = WebhookReceiver(SECRET, store=MemoryStore(), clock=lambda: T)
+    receiver.router.declare("order.created")  # not in the spec's catalogue: no warning
     seen: list[str] = []
     record = seen.append
 
