@@ -78,11 +78,11 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             try:
                 outcome = receiver.replay(record_id)
             except Exception as error:
-                text = f"{record_id[:12]}: not replayed ({type(error).__name__})"
+                text = f"Delivery {record_id[:12]}: not replayed ({type(error).__name__})"
                 self.message_user(request, text, messages.ERROR)
                 continue
             level = messages.SUCCESS if outcome.ok else messages.WARNING
-            text = f"{record_id[:12]}: {outcome.status} {outcome.reason}"
+            text = f"Delivery {record_id[:12]}: {outcome.status} {outcome.reason}"
             self.message_user(request, text, level)
 
     def has_replay_permission(self, request: HttpRequest) -> bool:

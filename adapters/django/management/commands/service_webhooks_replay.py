@@ -32,10 +32,10 @@ class Command(BaseCommand):
         if inbox is None:
             raise CommandError("the project receiver keeps no inbox (INBOX is False)")
         filters = [options["status"], options["event"], options["organization"]]
-        if bool(options["ids"]) == any(filters):
-            raise CommandError("give delivery IDs or filters (--status, --event...), not both")
         if options["since"] and not any(filters):
             raise CommandError("--since selects with --status, --event or --organization")
+        if bool(options["ids"]) == any(filters):
+            raise CommandError("give delivery IDs or filters (--status, --event...), not both")
         try:
             if options["ids"]:
                 records = [find(inbox, prefix) for prefix in options["ids"]]
