@@ -47,7 +47,7 @@ from werkzeug.wsgi import get_input_stream
 
 from service_webhooks import SETTINGS, ConfigurationError, Outcome, Router, WebhookReceiver
 from service_webhooks.inbox import Inbox
-from service_webhooks.inbox._select import every, find, record_line, selection, show_lines
+from service_webhooks.inbox.commands import every, find, record_line, selection, show_lines
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "cli", "webhook_blueprint"]
 

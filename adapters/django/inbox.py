@@ -25,7 +25,7 @@ from service_webhooks.inbox import (
     Replay,
     SyncInbox,
 )
-from service_webhooks.inbox._base import (
+from service_webhooks.inbox.backend import (
     DEFAULT_PAGE_SIZE,
     check_bounds,
     check_limit,

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from service_webhooks.inbox._select import every, find, selection
+from service_webhooks.inbox.commands import every, find, selection
 
 
 class Command(BaseCommand):
