@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -186,3 +187,32 @@ def test_the_replay_command(kit: ModuleType, flaky: Flaky) -> None:
 def test_the_replay_command_refuses_bad_arguments(argv: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         call_command("service_webhooks_replay", *argv, stdout=io.StringIO())
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"], ids=["gunicorn", "uvicorn"])
+def test_each_outcome_lands_in_the_orm_inbox_on_postgresql_through_a_server(
+    kit: ModuleType, pg: str, tmp_path: Path, kind: str
+) -> None:
+    import httpx
+
+    sent = {
+        "processed": kit.envelope("note.created", text=f"é {uuid.uuid4().hex}") + b" \n",
+        "handler_failed": kit.envelope("test.raise"),
+        "unprocessable": kit.envelope("test.refuse"),
+        "unhandled": kit.envelope("segment.trend_alert"),
+    }
+    running = kit.run_server(kind, tmp_path, default="pg")
+    try:
+        with httpx.Client(base_url=running.url, timeout=10) as client:
+            for body in sent.values():
+                headers = {kit.SIGNATURE_HEADER: kit.signed(body)}
+                client.post("/webhooks/", content=body, headers=headers)
+    finally:
+        kit.stop_server(running)
+    inbox = DjangoInbox(using=pg)
+    for reason, body in sent.items():
+        [row] = ReceivedDeliveryRecord.objects.using(pg).filter(body=body)
+        record = inbox.get(row.id)
+        assert record is not None
+        assert (record.reason, record.body) == (reason, body)
