@@ -149,6 +149,7 @@ SETTINGS: dict[str, str] = {
     "RETENTION": "retention",
     "UNHANDLED_STATUS": "unhandled_status",
     "STRICT": "strict",
+    "INBOX": "inbox",
 }
 """Framework setting name -> :class:`WebhookReceiver` argument, the one table every
 adapter reads: Django's ``SERVICE_WEBHOOKS = {"SECRETS": ...}`` keys, Flask's
@@ -412,8 +413,12 @@ class WebhookReceiver:
             )
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
+            # through process(), not the recorder directly: a subclass overriding it
+            # (the Django TransactionalReceiver) keeps its behaviour with an inbox
             content_type, user_agent = describe(headers)
-            return self._recorder.process(body, signature, method, content_type, user_agent)
+            return self.process(
+                body, signature, method=method, content_type=content_type, user_agent=user_agent
+            )
         return self.process(body, signature, method=method)
 
     async def ahandle(
@@ -460,8 +465,10 @@ class WebhookReceiver:
             )
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
-            content_type, user_agent = describe(headers)
-            return await self._recorder.aprocess(body, signature, method, content_type, user_agent)
+            content_type, user_agent = describe(headers)  # through aprocess, as in handle
+            return await self.aprocess(
+                body, signature, method=method, content_type=content_type, user_agent=user_agent
+            )
         return await self.aprocess(body, signature, method=method)
 
     # -- the two drivers: identical but for how they call the store and handlers ----

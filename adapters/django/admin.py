@@ -1,28 +1,93 @@
-"""A read-only admin for idempotency records ("processed deliveries")."""
+"""The admin for received deliveries (the ORM inbox): filters, search, the payload and
+the traceback, and a "replay" action running the project receiver's handlers again.
+
+Read-only otherwise: nothing can be added, changed or deleted here. Replaying needs the
+``change_receiveddeliveryrecord`` permission (superusers have it).
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+import json
+from typing import Any, cast
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
-from .models import IdempotencyRecord
+from .models import ReceivedDeliveryRecord
 
 
-@admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Lists records; nothing can be added, changed or deleted here."""
+@admin.register(ReceivedDeliveryRecord)
+class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Lists received deliveries newest first; shows one with its payload; replays."""
 
-    list_display = ("key", "state", "expires", "updated_at")
-    list_filter = ("state",)
-    search_fields = ("key",)
-    ordering = ("-updated_at",)
+    list_display = (
+        "short_id", "received_at", "organization_id", "event_name", "status", "reason",
+        "seen", "last_replay",
+    )  # fmt: skip
+    list_filter = ("reason", "status", "event_name", "organization_id", "received_at")
+    search_fields = ("^id", "=idempotency_key", "=organization_id")
+    ordering = ("-received_at", "-id")
+    date_hierarchy = "received_at"
+    actions = ("replay",)
+    fields = (
+        "id", "received_at", "organization_id", "event_name", "version", "idempotency_key",
+        "status", "reason", "detail", "seen", "handler_time", "content_type", "user_agent",
+        "error_type", "error_message", "traceback_text", "replays_made", "payload",
+    )  # fmt: skip
+    readonly_fields = fields
 
-    @admin.display(description="expires", ordering="expires_at")
-    def expires(self, record: IdempotencyRecord) -> datetime:
-        return datetime.fromtimestamp(record.expires_at, tz=UTC)
+    @admin.display(description="ID", ordering="id")
+    def short_id(self, record: ReceivedDeliveryRecord) -> str:
+        return record.id[:12]
+
+    @admin.display(description="replayed")
+    def last_replay(self, record: ReceivedDeliveryRecord) -> str:
+        return str(record.replays[-1]["reason"]) if record.replays else ""
+
+    @admin.display(description="payload")
+    def payload(self, record: ReceivedDeliveryRecord) -> SafeString:
+        body = bytes(record.body)
+        try:
+            text = json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+        except ValueError:
+            text = body.decode("utf-8", "replace")
+        return format_html("<pre>{}</pre>", text)  # escaped
+
+    @admin.display(description="traceback")
+    def traceback_text(self, record: ReceivedDeliveryRecord) -> SafeString | str:
+        return format_html("<pre>{}</pre>", record.traceback) if record.traceback else "-"
+
+    @admin.display(description="replays")
+    def replays_made(self, record: ReceivedDeliveryRecord) -> SafeString | str:
+        if not record.replays:
+            return "-"
+        rows = (
+            (r["at"], r["status"], r["reason"], " (forced)" if r.get("forced") else "")
+            for r in record.replays
+        )
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{} {} {}{}</li>", rows))
+
+    @admin.action(description="Replay the selected deliveries", permissions=["replay"])
+    def replay(self, request: HttpRequest, queryset: QuerySet[ReceivedDeliveryRecord]) -> None:
+        from .conf import receiver
+
+        for record_id in queryset.order_by("received_at", "id").values_list("id", flat=True):
+            try:
+                outcome = receiver.replay(record_id)
+            except Exception as error:
+                text = f"Delivery {record_id[:12]}: not replayed ({type(error).__name__})"
+                self.message_user(request, text, messages.ERROR)
+                continue
+            level = messages.SUCCESS if outcome.ok else messages.WARNING
+            text = f"Delivery {record_id[:12]}: {outcome.status} {outcome.reason}"
+            self.message_user(request, text, level)
+
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        opts, user = self.opts, cast(Any, request.user)
+        return bool(user.has_perm(f"{opts.app_label}.change_{opts.model_name}"))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

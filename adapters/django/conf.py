@@ -13,6 +13,9 @@ Keys (only ``SECRETS`` is required)::
         "IDEMPOTENCY_KEY": "myapp.keys.by_data_id",   # callable or dotted path
         "STORE": {"BACKEND": "service_webhooks.adapters.django.store.DjangoStore",
                   "OPTIONS": {"using": "default"}},   # or a store, "memory", "sqlite:PATH"
+        "INBOX": {"BACKEND": "service_webhooks.adapters.django.inbox.DjangoInbox",
+                  "OPTIONS": {"using": <the store's alias>}},  # default with a DjangoStore;
+                                         # or False (none), a URL, an Inbox
         "TRANSACTIONAL": False,          # handler DB work + record in one transaction
         "ASYNC_VIEW": None,              # None: async view under ASGI, sync under WSGI
     }
@@ -34,7 +37,8 @@ __all__ = ["SETTING", "build_receiver", "get_config", "receiver"]
 
 SETTING = "SERVICE_WEBHOOKS"
 _STORES = "service_webhooks.adapters.django.store."
-_ARGUMENTS = {key: arg for key, arg in SETTINGS.items() if key != "STORE"}  # STORE: below
+_INBOXES = "service_webhooks.adapters.django.inbox."
+_ARGUMENTS = {key: arg for key, arg in SETTINGS.items() if key not in ("STORE", "INBOX")}
 
 
 def get_config() -> Mapping[str, Any]:
@@ -62,6 +66,7 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     store = config.get("STORE", {"BACKEND": default})
     if isinstance(store, Mapping):
         store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
+    options["inbox"] = _inbox(config.get("INBOX"), store)
     if not transactional:
         return WebhookReceiver(store=store, **options)
     from .store import DjangoStore, TransactionalReceiver
@@ -69,6 +74,19 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     if not isinstance(store, DjangoStore):
         raise ImproperlyConfigured("TRANSACTIONAL needs a DjangoStore backend (its database)")
     return TransactionalReceiver(store=store, **options)
+
+
+def _inbox(inbox: Any, store: Any) -> Any:
+    """``INBOX`` -> the receiver's ``inbox=``: unset, the ORM inbox on a ``DjangoStore``'s
+    database (else the receiver's own default); a ``BACKEND``/``OPTIONS`` dict; or as is."""
+    from .store import DjangoStore
+
+    if inbox is None and isinstance(store, DjangoStore):
+        inbox = {"OPTIONS": {"using": store.using}}
+    if isinstance(inbox, Mapping):
+        backend = import_string(inbox.get("BACKEND", _INBOXES + "DjangoInbox"))
+        return backend(**inbox.get("OPTIONS", {}))
+    return inbox
 
 
 def _unconfigured(organization_id: str) -> None:

@@ -214,12 +214,14 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def check_limit(limit: int) -> int:
+    """``limit`` when it is 1..:data:`MAX_PAGE_SIZE`; else :class:`ConfigurationError`."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise ConfigurationError(f"limit must be 1..{MAX_PAGE_SIZE}")
     return limit
 
 
 def check_bounds(retention: float, max_bytes: int | None) -> None:
+    """:class:`ConfigurationError` unless ``retention > 0`` (s), ``max_bytes`` None or >= 1."""
     if not retention > 0:
         raise ConfigurationError("retention must be > 0 seconds")
     if max_bytes is not None and max_bytes < 1:

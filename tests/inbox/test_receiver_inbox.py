@@ -489,3 +489,35 @@ def test_refusals_before_the_body_is_read_are_counted(
     assert receiver.handle("POST", too_big, lambda size: b"").status == 413
     assert inbox.rejected() == {"method_not_allowed": 1, "payload_too_large": 2}
     assert inbox.search().items == ()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["handle", "ahandle"])
+async def test_handle_goes_through_an_overridden_process_with_an_inbox(
+    inbox: MemoryInbox, asynchronous: bool
+) -> None:
+    calls: list[str] = []
+
+    class Wrapped(WebhookReceiver):
+        def process(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append("process")
+            return super().process(*args, **kwargs)
+
+        async def aprocess(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append("aprocess")
+            return await super().aprocess(*args, **kwargs)
+
+    receiver = Wrapped(SECRET, store=MemoryStore(), inbox=inbox)
+    body = body_for()
+    pairs = [(SIGNATURE_HEADER, sign(body, SECRET, ORG)), ("User-Agent", "Svc/1")]
+    chunks = [body, b""]
+    if asynchronous:
+
+        async def read(size: int) -> bytes:
+            return chunks.pop(0)
+
+        outcome = await receiver.ahandle("POST", pairs, read)
+    else:
+        outcome = receiver.handle("POST", pairs, lambda size: chunks.pop(0))
+    assert outcome.reason == "unhandled"
+    assert calls == ["aprocess" if asynchronous else "process"]
+    assert only(inbox).user_agent == "Svc/1"

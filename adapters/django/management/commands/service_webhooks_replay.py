@@ -1,0 +1,63 @@
+"""``manage.py service_webhooks_replay (ID... | --status S [--since D]) [--event E]
+[--organization O] [--force] [--dry-run]``: run the project receiver's handlers again
+on received deliveries (its inbox), as ``service-webhooks inbox replay`` does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from service_webhooks.inbox.commands import every, find, selection
+
+
+class Command(BaseCommand):
+    help = "Replay received webhook deliveries: IDs (or prefixes), or a --status selection."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("ids", nargs="*", metavar="ID", help="delivery IDs or prefixes")
+        parser.add_argument(
+            "--status", action="append", default=[], help="reason or class (5xx); repeatable"
+        )
+        parser.add_argument("--event", help="only this eventName")
+        parser.add_argument("--organization", help="only this organization ID")
+        parser.add_argument("--since", help="received since: 30m, 2h, 7d, or an ISO time")
+        parser.add_argument("--force", action="store_true", help="re-run processed ones too")
+        parser.add_argument("--dry-run", action="store_true", help="only list what would run")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...conf import receiver
+
+        inbox = receiver.inbox
+        if inbox is None:
+            raise CommandError("the project receiver keeps no inbox (INBOX is False)")
+        filters = [options["status"], options["event"], options["organization"]]
+        if options["since"] and not any(filters):
+            raise CommandError("--since selects with --status, --event or --organization")
+        if bool(options["ids"]) == any(filters):
+            raise CommandError("give delivery IDs or filters (--status, --event...), not both")
+        try:
+            if options["ids"]:
+                records = [find(inbox, prefix) for prefix in options["ids"]]
+            else:
+                query = selection(
+                    options["status"], options["event"], options["organization"], options["since"]
+                )
+                records = list(every(inbox, query))[::-1]  # oldest first: arrival order
+        except (ValueError, LookupError) as error:
+            raise CommandError(str(error)) from error
+        failed = 0
+        for record in records:
+            if options["dry_run"]:
+                self.stdout.write(f"{record.id}\t{record.event_name or '-'}\t{record.reason}")
+                continue
+            outcome = receiver.replay(record.id, force=options["force"])
+            failed += not outcome.ok
+            self.stdout.write(
+                f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
+                f"{outcome.status} {outcome.reason}"
+            )
+        verb = "would be replayed" if options["dry_run"] else f"replayed, {failed} not successful"
+        self.stderr.write(f"{len(records)} {verb}")
+        if failed:
+            raise CommandError(f"{failed} replay(s) did not succeed", returncode=1)

@@ -1,0 +1,218 @@
+"""The project receiver records into the ORM inbox; the admin lists, shows and replays
+received deliveries; ``manage.py service_webhooks_replay`` replays them too."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from service_webhooks import Event
+from service_webhooks.adapters.django import receiver
+from service_webhooks.adapters.django.conf import build_receiver
+from service_webhooks.adapters.django.inbox import DjangoInbox
+from service_webhooks.adapters.django.models import ReceivedDeliveryRecord
+
+URL = "/admin/service_webhooks/receiveddeliveryrecord/"
+
+
+class Flaky:
+    """A handler for ``test.flaky`` that raises until ``fixed``; counts its runs."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+        self.fixed = False
+
+    def __call__(self, event: Event[Any]) -> None:
+        self.runs.append(event.data["id"])
+        if not self.fixed:
+            raise RuntimeError("a bug in the handler")
+
+
+@pytest.fixture
+def flaky() -> Iterator[Flaky]:
+    handler = Flaky()
+    receiver.router.declare("test.flaky")
+    receiver.on("test.flaky")(handler)
+    yield handler
+    receiver.remove(handler)
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    user = User.objects.create_superuser(f"admin-{uuid.uuid4().hex[:8]}", "a@example.com", "pw")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def deliver(kit: ModuleType, body: bytes) -> int:
+    response = Client().post(
+        "/webhooks/", data=body, content_type="application/json",
+        headers={kit.SIGNATURE_HEADER: kit.signed(body), "User-Agent": "Service-Webhooks/1.0"},
+    )  # fmt: skip
+    return int(response.status_code)
+
+
+def recorded(body: bytes) -> ReceivedDeliveryRecord:
+    return ReceivedDeliveryRecord.objects.get(body=body)
+
+
+def test_the_project_receiver_records_into_the_orm_inbox(kit: ModuleType) -> None:
+    assert isinstance(receiver.inbox, DjangoInbox)
+    assert receiver.inbox.using == "default"
+    body = kit.envelope("note.created")
+    assert deliver(kit, body) == 200
+    record = receiver.inbox.get(recorded(body).id)
+    assert record is not None
+    assert (record.body, record.reason, record.user_agent) == (
+        body,
+        "processed",
+        "Service-Webhooks/1.0",
+    )
+
+
+def test_the_inbox_setting(kit: ModuleType, pg: str) -> None:
+    on_pg = build_receiver({"SECRETS": kit.SECRET, "STORE": {"OPTIONS": {"using": pg}}})
+    assert isinstance(on_pg.inbox, DjangoInbox)
+    assert on_pg.inbox.using == pg
+    assert build_receiver({"SECRETS": kit.SECRET, "INBOX": False}).inbox is None
+    memory = build_receiver({"SECRETS": kit.SECRET, "INBOX": "memory"})
+    assert type(memory.inbox).__name__ == "MemoryInbox"
+    sized = build_receiver({"SECRETS": kit.SECRET, "INBOX": {"OPTIONS": {"max_bytes": 10}}})
+    assert isinstance(sized.inbox, DjangoInbox)
+    assert sized.inbox.max_bytes == 10
+
+
+def test_a_failed_delivery_is_listed_shown_and_replayed_from_the_admin(
+    kit: ModuleType, flaky: Flaky, admin_client: Client
+) -> None:
+    body = kit.envelope("test.flaky", text="<script>alert(1)</script>")
+    assert deliver(kit, body) == 500
+    record_id = recorded(body).id
+
+    listing = admin_client.get(URL, {"reason": "handler_failed", "event_name": "test.flaky"})
+    assert listing.status_code == 200
+    assert record_id[:12] in listing.content.decode()
+    assert record_id[:12] in admin_client.get(URL, {"q": record_id[:10]}).content.decode()
+    assert record_id[:12] not in admin_client.get(URL, {"reason": "processed"}).content.decode()
+
+    detail = admin_client.get(f"{URL}{record_id}/change/").content.decode()
+    assert "RuntimeError: a bug in the handler" in detail  # the traceback
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail  # the payload, escaped
+    assert "<script>alert(1)" not in detail
+    assert "&quot;eventName&quot;: &quot;test.flaky&quot;,\n" in detail  # pretty-printed
+    assert admin_client.get(f"{URL}add/").status_code == 403
+
+    flaky.fixed = True
+    action = {"action": "replay", "_selected_action": [record_id], "index": 0}
+    assert admin_client.post(URL, action).status_code == 403  # no CSRF token: refused
+    assert len(flaky.runs) == 1
+    admin_client.get(URL)  # sets the CSRF cookie, as the page does
+    token = admin_client.cookies["csrftoken"].value
+    response = admin_client.post(URL, {**action, "csrfmiddlewaretoken": token}, follow=True)
+    assert response.status_code == 200
+    assert f"Delivery {record_id[:12]}: 200 processed" in response.content.decode()
+    assert len(flaky.runs) == 2  # exactly once more
+
+    record = receiver.inbox.get(record_id)  # type: ignore[union-attr]
+    assert record is not None
+    assert record.reason == "handler_failed"  # the answer sent stays as it was
+    assert [(r.reason, r.forced) for r in record.replays] == [("processed", False)]
+    detail = admin_client.get(f"{URL}{record_id}/change/").content.decode()
+    assert "200 processed" in detail
+
+
+def test_a_staff_user_without_the_permission_cannot_replay(kit: ModuleType) -> None:
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user(f"staff-{uuid.uuid4().hex[:8]}", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_receiveddeliveryrecord"))
+    client = Client()
+    client.force_login(user)
+    page = client.get(URL)
+    assert page.status_code == 200
+    assert 'value="replay"' not in page.content.decode()
+
+
+def test_the_replay_command(kit: ModuleType, flaky: Flaky) -> None:
+    body = kit.envelope("test.flaky")
+    assert deliver(kit, body) == 500
+    record_id = recorded(body).id
+    out = io.StringIO()
+    call_command("service_webhooks_replay", "--status", "handler_failed", "--event",
+                 "test.flaky", "--dry-run", stdout=out, stderr=io.StringIO())  # fmt: skip
+    assert record_id in out.getvalue()
+    assert len(flaky.runs) == 1  # a dry run runs nothing
+
+    with pytest.raises(CommandError, match="did not succeed"):  # still broken
+        call_command("service_webhooks_replay", record_id[:16], stdout=io.StringIO(),
+                     stderr=io.StringIO())  # fmt: skip
+    flaky.fixed = True
+    out = io.StringIO()
+    call_command("service_webhooks_replay", record_id, stdout=out, stderr=io.StringIO())
+    assert f"{record_id}\ttest.flaky\thandler_failed -> 200 processed" in out.getvalue()
+    out = io.StringIO()
+    call_command("service_webhooks_replay", record_id, stdout=out, stderr=io.StringIO())
+    assert "200 duplicate" in out.getvalue()
+    call_command("service_webhooks_replay", record_id, "--force", stdout=io.StringIO(),
+                 stderr=io.StringIO())  # fmt: skip
+    assert len(flaky.runs) == 4  # failed replay, fixed replay, forced replay
+    replays = receiver.inbox.get(record_id).replays  # type: ignore[union-attr]
+    assert [(r.reason, r.forced) for r in replays] == [
+        ("handler_failed", False), ("processed", False), ("duplicate", False), ("processed", True),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "not both"),
+        (["abc", "--status", "5xx"], "not both"),
+        (["--since", "1h"], "--since selects"),
+        (["--status", "4xx", "--status", "5xx"], "one status class"),
+        (["--status", "5xx", "--since", "yesterday"], "--since takes"),
+        (["ffffffffffffffff"], "no delivery"),
+        (["not-hex"], "hex digits"),
+    ],
+)
+def test_the_replay_command_refuses_bad_arguments(argv: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("service_webhooks_replay", *argv, stdout=io.StringIO())
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"], ids=["gunicorn", "uvicorn"])
+def test_each_outcome_lands_in_the_orm_inbox_on_postgresql_through_a_server(
+    kit: ModuleType, pg: str, tmp_path: Path, kind: str
+) -> None:
+    import httpx
+
+    sent = {
+        "processed": kit.envelope("note.created", text=f"é {uuid.uuid4().hex}") + b" \n",
+        "handler_failed": kit.envelope("test.raise"),
+        "unprocessable": kit.envelope("test.refuse"),
+        "unhandled": kit.envelope("segment.trend_alert"),
+    }
+    running = kit.run_server(kind, tmp_path, default="pg")
+    try:
+        with httpx.Client(base_url=running.url, timeout=10) as client:
+            for body in sent.values():
+                headers = {kit.SIGNATURE_HEADER: kit.signed(body)}
+                client.post("/webhooks/", content=body, headers=headers)
+    finally:
+        kit.stop_server(running)
+    inbox = DjangoInbox(using=pg)
+    for reason, body in sent.items():
+        [row] = ReceivedDeliveryRecord.objects.using(pg).filter(body=body)
+        record = inbox.get(row.id)
+        assert record is not None
+        assert (record.reason, record.body) == (reason, body)
