@@ -1,0 +1,49 @@
+"""``inbox_from_url``: each form it takes, and the refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service_webhooks import ConfigurationError
+from service_webhooks.inbox import MemoryInbox, SQLiteInbox, inbox_from_url
+
+
+def test_memory() -> None:
+    assert isinstance(inbox_from_url("memory"), MemoryInbox)
+    assert isinstance(inbox_from_url("  MEMORY "), MemoryInbox)
+
+
+@pytest.mark.parametrize("form", ["sqlite:{path}", "sqlite://{path}"])
+def test_sqlite_relative_and_absolute(tmp_path: Path, form: str) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    inbox = inbox_from_url(form.format(path=path))
+    assert isinstance(inbox, SQLiteInbox)
+    assert inbox.search().items == ()  # usable at once: the file and table exist
+    assert path.exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite:", "sqlite://"])
+def test_sqlite_needs_a_path(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="file path"):
+        inbox_from_url(url)
+
+
+@pytest.mark.parametrize("url", ["redis://:pw@localhost/0", "ftp://host/x", "nonsense"])
+def test_other_schemes_are_refused_without_showing_the_url(url: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        inbox_from_url(url)
+    assert "pw" not in str(caught.value)
+    assert "memory, sqlite:PATH or postgresql://" in str(caught.value)
+
+
+def test_postgresql_keeps_the_driver_options_and_takes_its_own_table() -> None:
+    inbox = inbox_from_url(
+        "postgresql://127.0.0.1:5432/test?inbox_table=my_inbox&table=store_table&connect_timeout=3",
+        create_schema=False,
+    )
+    assert type(inbox).__name__ == "PostgresInbox"
+    assert inbox.table == "my_inbox"  # type: ignore[attr-defined]
+    text = repr(inbox)
+    assert "store_table" not in text

@@ -1,0 +1,92 @@
+"""The claim renewer: it re-claims while handlers run, survives store errors, stops on
+a lost claim, and never renews after ``remove`` returned."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from service_webhooks import ClaimState, MemoryStore
+from service_webhooks._renewal import Renewer
+
+
+class Scripted(MemoryStore):
+    """A store whose renewals (claims) answer from a script and are counted."""
+
+    def __init__(self, answer: ClaimState | Exception, gate: threading.Event | None = None):
+        super().__init__()
+        self.answer = answer
+        self.gate = gate
+        self.calls: list[tuple[str, str]] = []
+        self.entered = threading.Event()
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        self.calls.append((key, token))
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(5)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def wait_for(condition: object, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_live_claim_is_renewed_until_removed() -> None:
+    store = Scripted(ClaimState.NEW)
+    renewer = Renewer(store, lease=0.15)  # renews every 0.05 s
+    renewer.add("k", "t")
+    assert wait_for(lambda: len(store.calls) >= 3)
+    renewer.remove("t")
+    seen = len(store.calls)
+    time.sleep(0.2)
+    assert len(store.calls) <= seen + 1  # at most one renewal already under way
+    assert set(store.calls) == {("k", "t")}
+
+
+def test_a_store_error_is_logged_and_renewing_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    store = Scripted(ConnectionError("redis://:hunter2@h/0 refused"))
+    renewer = Renewer(store, lease=0.15)
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        renewer.add("k", "t")
+        assert wait_for(lambda: len(store.calls) >= 2)  # still renewing after the error
+        renewer.remove("t")
+    text = caplog.text
+    assert "could not renew a claim: ConnectionError" in text
+    assert "hunter2" not in text
+
+
+def test_a_lost_claim_stops_its_renewals(caplog: pytest.LogCaptureFixture) -> None:
+    store = Scripted(ClaimState.IN_FLIGHT)  # another delivery took the key over
+    renewer = Renewer(store, lease=0.15)
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        renewer.add("k", "t")
+        assert wait_for(lambda: len(store.calls) >= 1)
+        time.sleep(0.25)
+    assert len(store.calls) == 1
+    assert "lost its claim (in_flight)" in caplog.text
+
+
+def test_remove_waits_for_a_renewal_under_way() -> None:
+    gate = threading.Event()
+    store = Scripted(ClaimState.NEW, gate)
+    renewer = Renewer(store, lease=0.15)
+    renewer.add("k", "t")
+    assert store.entered.wait(5)  # a renewal is in the store now
+    removed = threading.Event()
+    remover = threading.Thread(target=lambda: (renewer.remove("t"), removed.set()))
+    remover.start()
+    assert not removed.wait(0.2)  # remove() is waiting for the renewal to finish
+    gate.set()
+    assert removed.wait(5)
+    remover.join(5)
