@@ -61,8 +61,13 @@ INDEXES = (
     ("reason", "reason, received_at"),
     ("event", "event_name, received_at"),
     ("organization", "organization_id, received_at"),
+    # failures only, in keyset order: "5xx (+ organization, time)" walks failures alone
+    ("failed", "received_at DESC, id DESC) WHERE (status >= 400"),
+    ("failed_organization", "organization_id, received_at DESC, id DESC) WHERE (status >= 400"),
 )
-"""Every index: keyset order, the ``seen`` count, then one per filter with time."""
+"""Every index: keyset order, the ``seen`` count, then one per filter with time, and a
+partial ones over the failures (the dashboard's most used filters: failed, and failed
+for one organization)."""
 
 ESSENTIAL_INDEXES = INDEXES[:2]
 """Keyset order and the ``seen`` count only: filtered queries walk the keyset index."""
