@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import io
+import time
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -11,11 +13,13 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core import checks
+from django.core.management import call_command
 from django.test import Client, override_settings
 
 from service_webhooks import Secret
 from service_webhooks._dispatch import Router
 from service_webhooks.adapters.django import receiver, signals
+from service_webhooks.adapters.django.models import IdempotencyRecord
 
 SECRET = "whsec-django-0123456789abcdef0123456789abcdef"
 
@@ -141,6 +145,21 @@ def test_the_old_key_hash_admin_is_gone() -> None:
     client = Client()
     client.force_login(user)
     assert client.get("/admin/service_webhooks/idempotencyrecord/").status_code == 404
+
+
+def test_prune_deletes_only_expired_records() -> None:
+    expired, live = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"
+    for key, expires in ((expired, time.time() - 1), (live, time.time() + 3600)):
+        IdempotencyRecord.objects.create(
+            key=key, state="done", token="t", expires_at=expires, updated_at=_now()
+        )
+    out = io.StringIO()
+    call_command("service_webhooks_prune", stdout=out)
+    assert "Deleted" in out.getvalue()
+    remaining = set(
+        IdempotencyRecord.objects.filter(key__in=[expired, live]).values_list("key", flat=True)
+    )
+    assert remaining == {live}
 
 
 def test_the_app_files_stay_small() -> None:
