@@ -467,3 +467,62 @@ def test_sync_handlers_under_aprocess_run_off_the_loop_with_the_callers_context(
     receiver.on("note.created", lambda event: 1 / 0)
     failed = asyncio.run(receiver.aprocess(*signed(body("n-fail"))))
     assert (failed.status, failed.reason) == (500, "handler_failed")
+
+
+def test_a_plain_unit_of_work_under_aprocess_and_failures_inside_it(
+    secret: str, signed: Signed
+) -> None:
+    """Under aprocess a plain context manager is entered from the loop; a completion that
+    fails inside the unit rolls it back (503) and releases; a lost claim is in_flight."""
+
+    class Failing(MemoryStore):
+        mode = "ok"
+
+        async def acomplete(self, key: str, token: str, retention: float) -> bool:
+            if self.mode == "down":
+                raise ConnectionError("store gone")
+            if self.mode == "lost":
+                return False
+            return await super().acomplete(key, token, retention)
+
+    store = Failing()
+    unit = Unit(store)
+    receiver = WebhookReceiver(secrets=secret, store=store, unit_of_work=unit)
+    receiver.on("note.created", lambda event: None)
+
+    def body(note_id: str) -> bytes:
+        data = {"id": note_id, "author": "a", "text": "t"}
+        return json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+
+    assert asyncio.run(receiver.aprocess(*signed(body("n-a")))).reason == "processed"
+    assert unit.seen[-1] == ("commit", "done")
+    store.mode = "down"
+    down = asyncio.run(receiver.aprocess(*signed(body("n-b"))))
+    assert (down.status, down.reason) == (503, "store_unavailable")
+    assert unit.seen[-1] == ("rollback", "_CompletionFailed")
+    assert store.claim(default_idempotency_key(ORG, body("n-b")), "x", 5) is ClaimState.NEW
+    store.mode = "lost"
+    lost = asyncio.run(receiver.aprocess(*signed(body("n-c"))))
+    assert (lost.status, lost.reason) == (503, "in_flight")
+
+
+def test_a_unit_of_work_that_returns_no_context_manager_fails_the_delivery(
+    secret: str, signed: Signed, drive: Any
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store=MemoryStore(), unit_of_work=lambda e: 42)
+    receiver.on("note.created", lambda event: None)
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason) == (500, "handler_failed")
+
+
+def test_a_secrets_callable_may_refuse_with_the_librarys_own_error(
+    signed: Signed, drive: Any
+) -> None:
+    from service_webhooks import UnknownOrganizationError
+
+    def lookup(organization_id: str) -> str:
+        raise UnknownOrganizationError("this account was closed")
+
+    receiver = WebhookReceiver(secrets=lookup, store=MemoryStore())
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason) == (401, "unknown_organization")
