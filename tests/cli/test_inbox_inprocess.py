@@ -3,14 +3,19 @@
 
 ``tests/cli/test_inbox_cli.py`` runs the real console script in subprocesses (not
 measured by coverage); these tests drive the same command objects inside the pytest
-process, against an inbox a receiver filled in ``tmp_path``. ``serve`` is only driven
-to the refusals it makes before serving.
+process, against an inbox a receiver filled in ``tmp_path``. For ``serve``,
+``uvicorn.run`` is replaced by a recorder (in every serve test, refusals included), so no
+server is ever started; the app it would have served is fed through
+``httpx.ASGITransport``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import importlib
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -18,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from click.testing import CliRunner, Result
 
 from service_webhooks import WebhookReceiver, sign
@@ -86,8 +93,6 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Box]:
         "malformed_envelope": receiver.process(GARBLED, sign(GARBLED, SECRET, ORG)),
     }
     assert {reason: o.reason for reason, o in outcomes.items()} == {r: r for r in outcomes}
-    import importlib
-
     hooks = importlib.import_module(module)
     failed = hooks.receiver.process(FLAKY, sign(FLAKY, SECRET, ORG))
     assert (failed.status, failed.reason) == (500, "handler_failed")
@@ -362,30 +367,103 @@ def test_prune_by_age_size_and_all(box: Box) -> None:
     assert listed(box) == []
 
 
-# --- serve (only what it refuses before serving) -------------------------------------
+# --- serve (uvicorn.run recorded: no server is ever started) ------------------------
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "example.org", "::"])
-def test_serve_refuses_a_reachable_host_without_credentials(
-    host: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def get(app: Any, path: str, auth: tuple[str, str] | None) -> httpx.Response:
+    async def ask() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://inbox") as client:
+            return await client.get(path, auth=auth)
+
+    return asyncio.run(ask())
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
+    """What ``uvicorn.run`` was called with, instead of serving."""
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append((app, options)))
     monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
+    return calls
+
+
+def test_serve_makes_a_password_and_hands_the_dashboard_to_uvicorn(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run("serve", "--store", box.store, "--host", "localhost", "--port", "8123")
+    [(app, options)] = served
+    assert options == {
+        "host": "localhost", "port": 8123, "log_level": "warning", "server_header": False,
+    }  # fmt: skip
+    made = re.search(r"no --basic-auth given: log in as admin:(\S+)\n", result.stderr)
+    assert made is not None
+    assert len(made[1]) >= 16
+    assert "inbox dashboard on http://localhost:8123/ (Ctrl-C to stop)" in result.stderr
+    assert get(app, "/", None).status_code == 401
+    assert get(app, "/", ("admin", "wrong")).status_code == 401
+    page = get(app, "/", ("admin", made[1]))
+    assert page.status_code == 200
+    assert box.ids["handler_failed"][:12] in page.text
+    assert "Webhook inbox" in page.text
+
+
+def test_serve_with_credentials_a_receiver_and_an_ipv6_host(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run(
+        "serve", "--store", box.store, "--host", "::", "--port", "0", "--basic-auth", "ops:pw-1",
+        "--receiver", f"{box.module}:receiver", "--title", "Ops hooks",
+    )  # fmt: skip
+    assert "log in as" not in result.stderr
+    assert "inbox dashboard on http://[::]:0/" in result.stderr
+    [(app, options)] = served
+    assert (options["host"], options["port"]) == ("::", 0)
+    page = get(app, f"/d/{box.ids['handler_failed']}", ("ops", "pw-1"))
+    assert page.status_code == 200
+    assert "Ops hooks" in page.text
+    assert "replay" in page.text.lower()
+
+
+def test_serve_refuses_a_receiver_it_cannot_load(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run("serve", "--store", box.store, "--receiver", f"{box.module}:number", code=2)
+    assert "is not a WebhookReceiver" in result.stderr
+    assert served == []
+
+
+def test_serve_without_the_dashboard_extra_says_which(
+    served: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "service_webhooks.dashboard", None)
+    result = run("serve", "--store", "sqlite:unused.sqlite3", code=1)
+    assert "pip install 'service-webhooks[dashboard]'" in result.stderr
+    assert served == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "example.org", "::", "[::]"])
+def test_serve_refuses_a_reachable_host_without_credentials(
+    host: str, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
     result = run("serve", "--store", "sqlite:unused.sqlite3", "--host", host, code=2)
     assert f"--host {host} is reachable from other machines" in result.stderr
+    assert served == []
 
 
 @pytest.mark.parametrize("credentials", ["admin", "admin:", ":secret", ""])
 def test_serve_refuses_malformed_basic_auth(
-    credentials: str, monkeypatch: pytest.MonkeyPatch
+    credentials: str, served: list[tuple[Any, dict[str, Any]]]
 ) -> None:
-    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
     result = run("serve", "--basic-auth", credentials, "--host", "::1", code=2)
     assert "USER:PASSWORD, both non-empty" in result.stderr
+    assert served == []
 
 
 def test_serve_reads_malformed_credentials_from_the_environment(
-    monkeypatch: pytest.MonkeyPatch,
+    served: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", "admin")
     result = run("serve", "--host", "0.0.0.0", code=2)  # credentials given, but malformed
     assert "USER:PASSWORD, both non-empty" in result.stderr
+    assert served == []
