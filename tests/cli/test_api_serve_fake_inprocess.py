@@ -93,12 +93,24 @@ def test_serve_fake_defaults_and_an_ipv6_host_in_brackets(recorder: Any) -> None
     assert result.stderr == f"fake API: serving on http://[::1]:{port} (API key: test-key)\n"
 
 
-def test_serve_fake_reports_a_port_it_cannot_bind(recorder: Any) -> None:
+def test_serve_fake_reports_a_port_it_cannot_bind_and_closes_its_socket(
+    recorder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[socket.socket] = []
+
+    class Recording(socket.socket):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        monkeypatch.setattr(socket, "socket", Recording)
         result = invoke("--port", str(port))
+    assert len(made) == 1
+    assert made[0].fileno() == -1  # closed, not left to the garbage collector
     assert result.exit_code == 1
     assert f"cannot listen on 127.0.0.1:{port}:" in result.stderr
     assert recorder.made == []
