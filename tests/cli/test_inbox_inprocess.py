@@ -467,3 +467,24 @@ def test_serve_reads_malformed_credentials_from_the_environment(
     result = run("serve", "--host", "0.0.0.0", code=2)  # credentials given, but malformed
     assert "USER:PASSWORD, both non-empty" in result.stderr
     assert served == []
+
+
+def test_replay_by_status_reads_every_page_of_the_selection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = f"sqlite:{tmp_path / 'many.sqlite3'}"
+    receiver = WebhookReceiver(SECRET, store=store)
+    bodies = [
+        b'{"eventName":"note.deleted","version":1,"data":{"id":"m-%d"}}' % n for n in range(502)
+    ]
+    for body in bodies:
+        assert receiver.process(body, sign(body, SECRET, ORG)).reason == "unhandled"
+    result = run("replay", "--status", "unhandled", "--receiver", "unused:r", "--store", store,
+                 "--dry-run")  # fmt: skip
+    assert "502 deliveries would be replayed" in result.stderr
+    ids = [line.split("\t")[0] for line in result.stdout.splitlines()]
+    assert len(set(ids)) == 502  # past the first page of 500, none twice
+    newest_first = [r["id"] for r in map(json.loads, run(
+        "list", "--store", store, "--json", "--limit", "3").stdout.splitlines())]  # fmt: skip
+    assert ids[-3:] == newest_first[::-1]  # oldest first: the newest come last
