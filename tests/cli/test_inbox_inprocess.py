@@ -358,12 +358,14 @@ def test_prune_by_age_size_and_all(box: Box) -> None:
     result = run("prune", "--store", box.store, "--max-bytes", "0", code=2)
     assert "--max-bytes" in result.stderr
     assert len(listed(box)) == 5
-    result = run("prune", "--store", box.store, "--max-bytes", str(len(FLAKY)))
-    assert result.stdout != "deleted 0 deliveries\n"
-    left = listed(box)
-    assert [r["reason"] for r in left] == ["handler_failed"][: len(left)]
-    assert result.stdout == f"deleted {5 - len(left)} deliveries\n"
-    assert run("prune", "--store", box.store, "--all").stdout == f"deleted {len(left)} deliveries\n"
+    failed = json.loads(
+        run("show", box.ids["handler_failed"], "--store", box.store, "--json").stdout
+    )
+    newest_two = len(FLAKY) + len(failed["traceback"].encode()) + len(GARBLED)
+    result = run("prune", "--store", box.store, "--max-bytes", str(newest_two))
+    assert result.stdout == "deleted 3 deliveries\n"  # the oldest, until the two newest fit
+    assert [r["reason"] for r in listed(box)] == ["handler_failed", "malformed_envelope"]
+    assert run("prune", "--store", box.store, "--all").stdout == "deleted 2 deliveries\n"
     assert listed(box) == []
 
 
