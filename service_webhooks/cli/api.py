@@ -324,8 +324,12 @@ def serve_fake(host: str, port: int, api_key: str) -> None:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _, address = info[0]
         sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+        except OSError:
+            sock.close()
+            raise
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
     bound = sock.getsockname()[1]

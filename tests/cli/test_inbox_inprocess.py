@@ -1,0 +1,492 @@
+"""``service-webhooks inbox list|show|replay|prune|serve`` in-process, through
+``click.testing.CliRunner``.
+
+``tests/cli/test_inbox_cli.py`` runs the real console script in subprocesses (not
+measured by coverage); these tests drive the same command objects inside the pytest
+process, against an inbox a receiver filled in ``tmp_path``. For ``serve``,
+``uvicorn.run`` is replaced by a recorder (in every serve test, refusals included), so no
+server is ever started; the app it would have served is fed through
+``httpx.ASGITransport``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib
+import json
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from click.testing import CliRunner, Result
+
+from service_webhooks import WebhookReceiver, sign
+from service_webhooks.cli import main
+
+SECRET = "whsec-inbox-inprocess"
+ORG = "o-INBOXIN-eu1"
+OTHER_ORG = "o-INBOXOTHER-us1"
+
+NOTE = b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a@b.c","text":"hi"}}'
+FLAKY = b'{"eventName":"note.created","version":1,"data":{"id":"n-2","author":"a@b.c","text":"x"}}'
+DELETED = b'{"eventName":"note.deleted","version":1,"data":{"id":"n-3"}}'
+GARBLED = b"not json{"
+
+# The receiver module `--receiver` loads: the same store file as the inbox the tests
+# read; its handler fails for n-2 until the file `fixed` exists; `other` records into
+# another file, `bare` keeps no inbox, `number` is not a receiver.
+HOOKS = """
+from pathlib import Path
+from service_webhooks import WebhookReceiver
+
+HERE = Path(__file__).parent
+receiver = WebhookReceiver({secret!r}, store="sqlite:" + str(HERE / "app.sqlite3"))
+other = WebhookReceiver({secret!r}, store="sqlite:" + str(HERE / "other.sqlite3"))
+bare = WebhookReceiver({secret!r}, store="sqlite:" + str(HERE / "bare.sqlite3"), inbox=False)
+number = 7
+
+@receiver.on("note.created")
+def handle(event):
+    with open(HERE / "runs.txt", "a") as runs:
+        runs.write(event.data.id + "\\n")
+    if event.data.id == "n-2" and not (HERE / "fixed").exists():
+        raise RuntimeError("bug in the handler")
+"""
+
+
+@dataclass
+class Box:
+    """The filled inbox: its store URL, the module name of its receiver, the record IDs
+    by reason, and the file the handler appends each run to."""
+
+    store: str
+    module: str
+    ids: dict[str, str]
+    runs: Path
+    path: Path
+
+    def ran(self) -> list[str]:
+        return self.runs.read_text().split() if self.runs.exists() else []
+
+
+@pytest.fixture
+def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Box]:
+    module = f"hooks_inprocess_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(HOOKS.format(secret=SECRET)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    store = f"sqlite:{tmp_path / 'app.sqlite3'}"
+    receiver = WebhookReceiver(SECRET, store=store)
+    receiver.on("note.created")(lambda event: None)
+    outcomes = {
+        "processed": receiver.process(NOTE, sign(NOTE, SECRET, ORG)),
+        "duplicate": receiver.process(NOTE, sign(NOTE, SECRET, ORG)),
+        "unhandled": receiver.process(DELETED, sign(DELETED, SECRET, OTHER_ORG)),
+        "malformed_envelope": receiver.process(GARBLED, sign(GARBLED, SECRET, ORG)),
+    }
+    assert {reason: o.reason for reason, o in outcomes.items()} == {r: r for r in outcomes}
+    hooks = importlib.import_module(module)
+    failed = hooks.receiver.process(FLAKY, sign(FLAKY, SECRET, ORG))
+    assert (failed.status, failed.reason) == (500, "handler_failed")
+    rows = [
+        json.loads(line) for line in run("list", "--store", store, "--json").stdout.splitlines()
+    ]
+    ids = {row["reason"]: row["id"] for row in rows if row["reason"] != "duplicate"}
+    assert set(ids) == {"processed", "unhandled", "malformed_envelope", "handler_failed"}
+    yield Box(store, module, ids, tmp_path / "runs.txt", tmp_path)
+    sys.modules.pop(module, None)
+
+
+def run(*args: str, code: int = 0, env: dict[str, str] | None = None) -> Result:
+    result = CliRunner().invoke(main, ["inbox", *args], env=env)
+    assert result.exit_code == code, (result.output, result.stderr, result.exception)
+    return result
+
+
+def listed(box: Box, *args: str) -> list[dict[str, Any]]:
+    out = run("list", "--store", box.store, "--json", *args).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+# --- list --------------------------------------------------------------------------
+
+
+def test_list_json_is_newest_first_with_every_record(box: Box) -> None:
+    rows = listed(box)
+    assert [(r["reason"], r["status"], r["seen"]) for r in rows] == [
+        ("handler_failed", 500, 1),
+        ("malformed_envelope", 400, 1),
+        ("unhandled", 200, 1),
+        ("duplicate", 200, 2),
+        ("processed", 200, 1),
+    ]
+    assert rows[0]["eventName"] == "note.created"
+    assert rows[0]["version"] == 1
+    assert rows[0]["replays"] == []
+
+
+def test_list_filters(box: Box) -> None:
+    def reasons(*args: str) -> list[str]:
+        return [r["reason"] for r in listed(box, *args)]
+
+    assert reasons("--status", "handler_failed") == ["handler_failed"]
+    assert reasons("--status", "unhandled", "--status", "handler_failed") == [
+        "handler_failed",
+        "unhandled",
+    ]
+    assert reasons("--status", "2xx") == ["unhandled", "duplicate", "processed"]
+    assert reasons("--status", "4XX") == ["malformed_envelope"]
+    assert reasons("--status", "5xx") == ["handler_failed"]
+    assert reasons("--event", "note.deleted") == ["unhandled"]
+    assert reasons("--organization", OTHER_ORG) == ["unhandled"]
+    assert reasons("--since", "1h") == reasons()
+    assert reasons("--since", "2000-01-01T00:00:00") == reasons()  # naive: UTC
+    assert reasons("--since", "2999-01-01T00:00:00+00:00") == []
+    assert reasons("--limit", "2") == ["handler_failed", "malformed_envelope"]
+
+
+def test_list_reads_the_store_from_the_environment(box: Box) -> None:
+    out = run("list", "--json", "--status", "5xx", env={"SERVICE_WEBHOOKS_STORE": box.store})
+    assert [json.loads(line)["id"] for line in out.stdout.splitlines()] == [
+        box.ids["handler_failed"]
+    ]
+
+
+def test_list_prints_tab_separated_lines_when_piped(box: Box) -> None:
+    lines = run("list", "--store", box.store).stdout.splitlines()
+    assert lines[0].split("\t") == [
+        "ID", "RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED",
+    ]  # fmt: skip
+    cells = [line.split("\t") for line in lines[1:]]
+    assert [c[5] for c in cells] == [
+        "handler_failed", "malformed_envelope", "unhandled", "duplicate", "processed",
+    ]  # fmt: skip
+    failed, garbled, deleted, _, _ = cells
+    assert failed[0] == box.ids["handler_failed"][:12]
+    assert (failed[2], failed[3], failed[4], failed[6], failed[7]) == (
+        ORG, "note.created v1", "500", "1", "",
+    )  # fmt: skip
+    assert garbled[3] == "-"  # no version: no event shown
+    assert (deleted[2], deleted[3]) == (OTHER_ORG, "note.deleted v1")
+
+
+def test_list_usage_errors(box: Box) -> None:
+    result = run("list", "--store", box.store, "--status", "2xx", "--status", "5xx", code=2)
+    assert "one status class at a time" in result.stderr
+    result = run("list", "--store", box.store, "--since", "yesterday", code=2)
+    assert "a duration (30m, 2h, 7d) or an ISO 8601 time" in result.stderr
+    result = run("list", "--store", box.store, "--limit", "0", code=2)
+    assert "--limit" in result.stderr
+    result = run("list", "--store", "redis://127.0.0.1:6379/0", code=2)
+    assert "no inbox for URL scheme 'redis'" in result.stderr
+
+
+def test_an_inbox_that_cannot_be_opened_is_an_error_without_the_password() -> None:
+    url = "postgresql://user:s3cret@127.0.0.1:1/nowhere"
+    result = run("list", "--store", url, code=1)
+    assert "cannot open the inbox at" in result.stderr
+    assert "s3cret" not in result.stderr
+
+
+# --- show --------------------------------------------------------------------------
+
+
+def test_show_json_is_the_whole_record(box: Box) -> None:
+    out = run("show", box.ids["handler_failed"][:10], "--store", box.store, "--json").stdout
+    shown = json.loads(out)
+    assert shown["id"] == box.ids["handler_failed"]
+    assert base64.b64decode(shown["bodyBase64"]) == FLAKY
+    assert shown["payload"]["data"]["id"] == "n-2"
+    assert (shown["errorType"], shown["errorMessage"]) == ("RuntimeError", "bug in the handler")
+    assert "RuntimeError: bug in the handler" in shown["traceback"]
+
+    garbled = json.loads(
+        run("show", box.ids["malformed_envelope"], "--store", box.store, "--json").stdout
+    )
+    assert garbled["payload"] is None
+    assert base64.b64decode(garbled["bodyBase64"]) == GARBLED
+
+
+def test_show_text_gives_fields_traceback_replays_and_payload(box: Box) -> None:
+    (box.path / "fixed").touch()
+    run("replay", box.ids["handler_failed"], "--receiver", f"{box.module}:receiver",
+        "--store", box.store)  # fmt: skip
+    run("replay", box.ids["handler_failed"], "--force", "--receiver", f"{box.module}:receiver",
+        "--store", box.store)  # fmt: skip
+    lines = run("show", box.ids["handler_failed"], "--store", box.store).stdout.splitlines()
+    assert f"id: {box.ids['handler_failed']}" in lines
+    assert "reason: handler_failed" in lines
+    assert "status: 500" in lines
+    assert "errorMessage: bug in the handler" in lines
+    replays = [line for line in lines if line.startswith("replay: ")]
+    assert [line.split()[2:] for line in replays] == [
+        ["200", "processed"],
+        ["200", "processed", "(forced)"],
+    ]
+    assert "traceback:" in lines
+    assert any("RuntimeError: bug in the handler" in line for line in lines)
+    payload = lines[lines.index("payload:") + 1 :]
+    assert json.loads("\n".join(payload))["data"] == {"id": "n-2", "author": "a@b.c", "text": "x"}
+
+
+def test_show_text_of_a_body_that_is_not_json_prints_it_as_text(box: Box) -> None:
+    lines = run("show", box.ids["malformed_envelope"], "--store", box.store).stdout.splitlines()
+    assert lines[-2:] == ["payload:", GARBLED.decode()]
+    assert "traceback:" not in lines
+    assert not any(line.startswith("errorType:") for line in lines)
+
+
+def test_show_errors(box: Box) -> None:
+    result = run("show", "abcdef0123", "--store", box.store, code=1)
+    assert "no delivery 'abcdef0123' in the inbox" in result.stderr
+    result = run("show", "", "--store", box.store, code=1)  # every ID starts with ""
+    assert "matches several deliveries: give more digits" in result.stderr
+    result = run("show", "not-hex", "--store", box.store, code=2)
+    assert "id_prefix must be lowercase hex digits" in result.stderr
+
+
+# --- replay ------------------------------------------------------------------------
+
+
+def test_replay_by_id_then_duplicate_then_forced(box: Box) -> None:
+    failed = box.ids["handler_failed"]
+    spec = f"{box.module}:receiver"
+    assert box.ran() == ["n-2"]
+
+    result = run("replay", failed[:12], "--receiver", spec, "--store", box.store, code=1)
+    assert result.stdout == f"{failed}\tnote.created\thandler_failed -> 500 handler_failed\n"
+    assert "1 replayed, 1 not successful" in result.stderr
+    assert box.ran() == ["n-2", "n-2"]
+
+    (box.path / "fixed").touch()
+    result = run("replay", failed, "--receiver", spec, "--store", box.store)
+    assert result.stdout == f"{failed}\tnote.created\thandler_failed -> 200 processed\n"
+    assert "1 replayed, 0 not successful" in result.stderr
+    assert box.ran() == ["n-2"] * 3
+
+    result = run("replay", failed, "--receiver", spec, "--store", box.store)
+    assert "-> 200 duplicate" in result.stdout
+    assert box.ran() == ["n-2"] * 3  # nothing ran
+
+    result = run("replay", failed, "--force", "--receiver", spec, "--store", box.store)
+    assert "-> 200 processed" in result.stdout
+    assert box.ran() == ["n-2"] * 4
+    replays = listed(box, "--status", "handler_failed")[0]["replays"]
+    assert [(r["reason"], r["forced"]) for r in replays] == [
+        ("handler_failed", False),
+        ("processed", False),
+        ("duplicate", False),
+        ("processed", True),
+    ]
+
+
+def test_replay_a_status_selection_dry_run_then_for_real(box: Box) -> None:
+    spec = f"{box.module}:receiver"
+    args = ("--status", "handler_failed", "--status", "unhandled", "--since", "1h")
+    result = run("replay", *args, "--receiver", spec, "--store", box.store, "--dry-run")
+    assert result.stdout.splitlines() == [  # oldest first
+        f"{box.ids['unhandled']}\tnote.deleted\tunhandled\twould replay",
+        f"{box.ids['handler_failed']}\tnote.created\thandler_failed\twould replay",
+    ]
+    assert "2 deliveries would be replayed" in result.stderr
+    assert box.ran() == ["n-2"]
+
+    (box.path / "fixed").touch()
+    result = run("replay", *args, "--receiver", spec, "--store", box.store)
+    assert result.stdout.splitlines() == [
+        f"{box.ids['unhandled']}\tnote.deleted\tunhandled -> 200 unhandled",
+        f"{box.ids['handler_failed']}\tnote.created\thandler_failed -> 200 processed",
+    ]
+    assert "2 replayed, 0 not successful" in result.stderr
+    assert box.ran() == ["n-2", "n-2"]
+
+
+def test_replay_through_a_receiver_of_another_inbox_fails_per_record(box: Box) -> None:
+    failed = box.ids["handler_failed"]
+    result = run("replay", failed, "--receiver", f"{box.module}:other", "--store", box.store,
+                 code=1)  # fmt: skip
+    assert f"{failed}\tnot in the receiver's inbox" in result.stderr
+    assert "1 replayed, 1 not successful" in result.stderr
+    assert box.ran() == ["n-2"]
+
+
+def test_replay_usage_errors(box: Box) -> None:
+    spec = f"{box.module}:receiver"
+    failed = box.ids["handler_failed"]
+
+    def refused(*args: str) -> str:
+        return run("replay", *args, "--store", box.store, code=2).stderr
+
+    assert "give delivery IDs or --status" in refused(failed, "--status", "5xx", "--receiver", spec)
+    assert "give delivery IDs or --status" in refused("--receiver", spec)
+    assert "--since selects with --status" in refused(failed, "--since", "1h", "--receiver", spec)
+    assert "Missing option '--receiver'" in refused(failed)
+    assert "MODULE:ATTR, e.g. myapp.webhooks:receiver" in refused(failed, "--receiver", "nocolon")
+    assert "MODULE:ATTR" in refused(failed, "--receiver", ":receiver")
+    assert "cannot load no_such_module_x:r" in refused(failed, "--receiver", "no_such_module_x:r")
+    assert f"cannot load {box.module}:missing" in refused(
+        failed, "--receiver", f"{box.module}:missing"
+    )
+    assert f"{box.module}:number is not a WebhookReceiver" in refused(
+        failed, "--receiver", f"{box.module}:number"
+    )
+    assert "this receiver keeps no inbox (inbox=False)" in refused(
+        failed, "--receiver", f"{box.module}:bare"
+    )
+    assert "." not in sys.path[:1]  # the loader's sys.path entry is gone again
+    assert box.ran() == ["n-2"]
+
+
+# --- prune -------------------------------------------------------------------------
+
+
+def test_prune_by_age_size_and_all(box: Box) -> None:
+    assert run("prune", "--store", box.store).stdout == "deleted 0 deliveries\n"
+    assert run("prune", "--store", box.store, "--retention", "2h").stdout == (
+        "deleted 0 deliveries\n"
+    )
+    result = run("prune", "--store", box.store, "--retention", "soon", code=2)
+    assert "a duration such as 30d, 12h or 90m" in result.stderr
+    result = run("prune", "--store", box.store, "--max-bytes", "0", code=2)
+    assert "--max-bytes" in result.stderr
+    assert len(listed(box)) == 5
+    failed = json.loads(
+        run("show", box.ids["handler_failed"], "--store", box.store, "--json").stdout
+    )
+    newest_two = len(FLAKY) + len(failed["traceback"].encode()) + len(GARBLED)
+    result = run("prune", "--store", box.store, "--max-bytes", str(newest_two))
+    assert result.stdout == "deleted 3 deliveries\n"  # the oldest, until the two newest fit
+    assert [r["reason"] for r in listed(box)] == ["handler_failed", "malformed_envelope"]
+    assert run("prune", "--store", box.store, "--all").stdout == "deleted 2 deliveries\n"
+    assert listed(box) == []
+
+
+# --- serve (uvicorn.run recorded: no server is ever started) ------------------------
+
+
+def get(app: Any, path: str, auth: tuple[str, str] | None) -> httpx.Response:
+    async def ask() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://inbox") as client:
+            return await client.get(path, auth=auth)
+
+    return asyncio.run(ask())
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
+    """What ``uvicorn.run`` was called with, instead of serving."""
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append((app, options)))
+    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
+    return calls
+
+
+def test_serve_makes_a_password_and_hands_the_dashboard_to_uvicorn(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run("serve", "--store", box.store, "--host", "localhost", "--port", "8123")
+    [(app, options)] = served
+    assert options == {
+        "host": "localhost", "port": 8123, "log_level": "warning", "server_header": False,
+    }  # fmt: skip
+    made = re.search(r"no --basic-auth given: log in as admin:(\S+)\n", result.stderr)
+    assert made is not None
+    assert len(made[1]) >= 16
+    assert "inbox dashboard on http://localhost:8123/ (Ctrl-C to stop)" in result.stderr
+    assert get(app, "/", None).status_code == 401
+    assert get(app, "/", ("admin", "wrong")).status_code == 401
+    page = get(app, "/", ("admin", made[1]))
+    assert page.status_code == 200
+    assert box.ids["handler_failed"][:12] in page.text
+    assert "Webhook inbox" in page.text
+
+
+def test_serve_with_credentials_a_receiver_and_an_ipv6_host(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run(
+        "serve", "--store", box.store, "--host", "::", "--port", "0", "--basic-auth", "ops:pw-1",
+        "--receiver", f"{box.module}:receiver", "--title", "Ops hooks",
+    )  # fmt: skip
+    assert "log in as" not in result.stderr
+    assert "inbox dashboard on http://[::]:0/" in result.stderr
+    [(app, options)] = served
+    assert (options["host"], options["port"]) == ("::", 0)
+    page = get(app, f"/d/{box.ids['handler_failed']}", ("ops", "pw-1"))
+    assert page.status_code == 200
+    assert "Ops hooks" in page.text
+    assert "replay" in page.text.lower()
+
+
+def test_serve_refuses_a_receiver_it_cannot_load(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run("serve", "--store", box.store, "--receiver", f"{box.module}:number", code=2)
+    assert "is not a WebhookReceiver" in result.stderr
+    assert served == []
+
+
+def test_serve_without_the_dashboard_extra_says_which(
+    served: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "service_webhooks.dashboard", None)
+    result = run("serve", "--store", "sqlite:unused.sqlite3", code=1)
+    assert "pip install 'service-webhooks[dashboard]'" in result.stderr
+    assert served == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "example.org", "::", "[::]"])
+def test_serve_refuses_a_reachable_host_without_credentials(
+    host: str, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run("serve", "--store", "sqlite:unused.sqlite3", "--host", host, code=2)
+    assert f"--host {host} is reachable from other machines" in result.stderr
+    assert served == []
+
+
+@pytest.mark.parametrize("credentials", ["admin", "admin:", ":secret", ""])
+def test_serve_refuses_malformed_basic_auth(
+    credentials: str, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    result = run("serve", "--basic-auth", credentials, "--host", "::1", code=2)
+    assert "USER:PASSWORD, both non-empty" in result.stderr
+    assert served == []
+
+
+def test_serve_reads_malformed_credentials_from_the_environment(
+    served: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", "admin")
+    result = run("serve", "--host", "0.0.0.0", code=2)  # credentials given, but malformed
+    assert "USER:PASSWORD, both non-empty" in result.stderr
+    assert served == []
+
+
+def test_replay_by_status_reads_every_page_of_the_selection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = f"sqlite:{tmp_path / 'many.sqlite3'}"
+    receiver = WebhookReceiver(SECRET, store=store)
+    bodies = [
+        b'{"eventName":"note.deleted","version":1,"data":{"id":"m-%d"}}' % n for n in range(502)
+    ]
+    for body in bodies:
+        assert receiver.process(body, sign(body, SECRET, ORG)).reason == "unhandled"
+    result = run("replay", "--status", "unhandled", "--receiver", "unused:r", "--store", store,
+                 "--dry-run")  # fmt: skip
+    assert "502 deliveries would be replayed" in result.stderr
+    ids = [line.split("\t")[0] for line in result.stdout.splitlines()]
+    assert len(set(ids)) == 502  # past the first page of 500, none twice
+    newest_first = [r["id"] for r in map(json.loads, run(
+        "list", "--store", store, "--json", "--limit", "3").stdout.splitlines())]  # fmt: skip
+    assert ids[-3:] == newest_first[::-1]  # oldest first: the newest come last
