@@ -16,6 +16,7 @@ the thread (as :func:`asyncio.to_thread` does), so tracing spans see their paren
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import os
 import queue
@@ -63,11 +64,21 @@ class _Pool:
             try:
                 result = context.run(function, argument)
             except BaseException as error:  # handed to the awaiting task, as to_thread does
-                loop.call_soon_threadsafe(_fail, future, error)
+                _settle(loop, _fail, future, error)
             else:
-                loop.call_soon_threadsafe(_succeed, future, result)
+                _settle(loop, _succeed, future, result)
             with self._lock:
                 self._idle += 1
+
+
+def _settle(
+    loop: asyncio.AbstractEventLoop,
+    settle: Callable[[asyncio.Future[Any], Any], None],
+    future: asyncio.Future[Any],
+    value: Any,
+) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+        loop.call_soon_threadsafe(settle, future, value)
 
 
 def _succeed(future: asyncio.Future[Any], result: Any) -> None:

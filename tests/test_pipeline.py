@@ -526,3 +526,28 @@ def test_a_secrets_callable_may_refuse_with_the_librarys_own_error(
     receiver = WebhookReceiver(secrets=lookup, store=MemoryStore())
     outcome = drive(receiver, *signed())
     assert (outcome.status, outcome.reason) == (401, "unknown_organization")
+
+
+def test_a_pool_thread_survives_a_loop_that_closed_while_its_handler_ran() -> None:
+    """The loop is gone when the handler returns: the thread goes back to the pool."""
+    from service_webhooks._threads import run_in_thread
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow(argument: int) -> int:
+        started.set()
+        release.wait(5)
+        return argument
+
+    async def abandon() -> None:
+        task = asyncio.ensure_future(run_in_thread(slow, 1))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+        task.cancel()
+
+    asyncio.run(abandon())  # the loop closes with the handler still running
+    release.set()
+
+    async def again() -> int:
+        return await run_in_thread(lambda argument: argument * 2, 21)
+
+    assert asyncio.run(again()) == 42
