@@ -37,19 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import click
-import msgspec
 from flask import Blueprint, Flask, Response, current_app, request
 from flask.blueprints import BlueprintSetupState
-from flask.cli import AppGroup
 from werkzeug.routing import Rule
 from werkzeug.wsgi import get_input_stream
 
 from service_webhooks import SETTINGS, ConfigurationError, Outcome, Router, WebhookReceiver
-from service_webhooks.inbox import Inbox
-from service_webhooks.inbox.commands import every, find, record_line, selection, show_lines
 
-__all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "cli", "webhook_blueprint"]
+__all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
 EXTENSION_KEY = "service_webhooks"
 """Where :meth:`ServiceWebhooks.init_app` keeps the app's receiver: ``app.extensions[KEY]``."""
@@ -116,6 +111,8 @@ class ServiceWebhooks:
         app.extensions[EXTENSION_KEY] = receiver
         url = app.config.get("SERVICE_WEBHOOKS_URL", "/webhooks")
         app.register_blueprint(_blueprint(_current_receiver, url, EXTENSION_KEY))
+        from .flask_cli import cli  # the inbox commands: their own module
+
         app.cli.add_command(cli)
 
     @staticmethod
@@ -169,124 +166,3 @@ def _respond(outcome: Outcome) -> Response:
         headers=list(outcome.headers),
         content_type=outcome.content_type,
     )
-
-
-# -- flask service-webhooks list|show|replay: the app receiver's inbox ---------------------
-
-cli = AppGroup("service-webhooks", help="Received webhook deliveries: list, show, replay.")
-"""The ``flask service-webhooks`` command group, added by :meth:`ServiceWebhooks.init_app`.
-
-Every command reads the inbox of the app's receiver (``SERVICE_WEBHOOKS_INBOX``, see
-:mod:`service_webhooks.inbox`); ``replay`` runs its handlers. Exit code 1 when a record
-is not found or a replay did not succeed (not 2xx), 2 on a usage error."""
-
-_status = click.option(
-    "--status",
-    "statuses",
-    multiple=True,
-    metavar="S",
-    help="A reason (handler_failed, unhandled...) or a class (2xx, 4xx, 5xx); repeatable.",
-)
-_since = click.option("--since", metavar="WHEN", help="Received since: 30m, 2h, 7d or ISO time.")
-
-
-def _inbox() -> tuple[WebhookReceiver, Inbox]:
-    receiver = current_app.extensions.get(EXTENSION_KEY)
-    if receiver is None:
-        raise click.UsageError("ServiceWebhooks.init_app(app) was not called for this app")
-    if receiver.inbox is None:
-        raise click.UsageError("the app's receiver keeps no inbox (SERVICE_WEBHOOKS_INBOX)")
-    return receiver, receiver.inbox
-
-
-def _select(*filters: Any) -> Any:
-    try:
-        return selection(*filters)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from error
-
-
-def _find(inbox: Inbox, prefix: str) -> Any:
-    try:
-        return find(inbox, prefix)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="ID") from error
-    except LookupError as error:
-        raise click.ClickException(str(error.args[0])) from error
-
-
-@cli.command("list")
-@_status
-@click.option("--event", help="Only this eventName.")
-@click.option("--organization", help="Only this organization ID.")
-@_since
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-def list_command(
-    statuses: tuple[str, ...],
-    event: str | None,
-    organization: str | None,
-    since: str | None,
-    limit: int,
-    as_json: bool,
-) -> None:
-    """List received deliveries, newest first (tab-separated)."""
-    _, inbox = _inbox()
-    page = inbox.search(_select(statuses, event, organization, since), limit=limit)
-    for record in page.items:
-        if as_json:
-            fields = msgspec.structs.asdict(record)
-            fields["body"] = record.body.decode("utf-8", "replace")
-            click.echo(msgspec.json.encode(fields).decode())
-        else:
-            click.echo(record_line(record))
-
-
-@cli.command("show")
-@click.argument("delivery_id", metavar="ID")
-def show_command(delivery_id: str) -> None:
-    """Show one delivery (ID or a unique prefix): answer, error, replays, payload."""
-    _, inbox = _inbox()
-    click.echo("\n".join(show_lines(_find(inbox, delivery_id))))
-
-
-@cli.command("replay")
-@click.argument("delivery_ids", metavar="ID", nargs=-1)
-@_status
-@click.option("--event", help="Only this eventName.")
-@click.option("--organization", help="Only this organization ID.")
-@_since
-@click.option("--force", is_flag=True, help="Run the handlers even of processed deliveries.")
-@click.option("--dry-run", is_flag=True, help="Only print what would be replayed.")
-def replay_command(
-    delivery_ids: tuple[str, ...],
-    statuses: tuple[str, ...],
-    event: str | None,
-    organization: str | None,
-    since: str | None,
-    force: bool,
-    dry_run: bool,
-) -> None:
-    """Run the handlers again on deliveries: IDs, or a --status/--event selection."""
-    receiver, inbox = _inbox()
-    filters = (statuses, event, organization)
-    if bool(delivery_ids) == any(filters):
-        raise click.UsageError("give delivery IDs or filters (--status, --event...), not both")
-    if delivery_ids:
-        records = [_find(inbox, prefix) for prefix in delivery_ids]
-    else:
-        records = list(every(inbox, _select(*filters, since)))[::-1]  # arrival order
-    failed = 0
-    for record in records:
-        if dry_run:
-            click.echo(f"{record.id}\t{record.event_name or '-'}\t{record.reason}\twould replay")
-            continue
-        outcome = receiver.replay(record.id, force=force)
-        failed += not outcome.ok
-        click.echo(
-            f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
-            f"{outcome.status} {outcome.reason}"
-        )
-    click.echo(f"{len(records)} {'would be replayed' if dry_run else 'replayed'}", err=True)
-    if failed:
-        raise click.ClickException(f"{failed} replay(s) did not succeed")

@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "service_webhooks.dashboard",
     "service_webhooks.adapters.asgi",
     "service_webhooks.adapters.flask",
+    "service_webhooks.adapters.flask_cli",
     "service_webhooks.adapters.django",
     "service_webhooks.testing",
     "service_webhooks.api",
