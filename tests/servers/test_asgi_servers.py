@@ -25,7 +25,13 @@ def note() -> bytes:
 def deliver(kit: ModuleType, port: int, path: str, *, method: str = "POST") -> tuple[int, str]:
     body = note()
     answer = kit.raw_request(port, kit.signed_head(method, path, body), body)
+    if answer.status == 400 and answer.body == b"Invalid HTTP request received.":
+        return 400, "refused_by_the_server"  # uvicorn on httptools: before any app runs
     return answer.status, answer.reason
+
+
+REFUSED = {(405, "method_not_allowed"), (400, "refused_by_the_server")}
+"""A lower-case method is refused either by the app (h11) or by uvicorn (httptools)."""
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +106,16 @@ def test_a_method_other_than_post_is_405_under_uvicorn(
     kit: ModuleType, plain: Any, method: str
 ) -> None:
     before = len(calls(plain))
-    assert deliver(kit, plain.port, "/webhooks", method=method) == (405, "method_not_allowed")
+    answer = deliver(kit, plain.port, "/webhooks", method=method)
+    if method.upper() == "POST":
+        assert answer in REFUSED
+    else:
+        assert answer == (405, "method_not_allowed")
     assert len(calls(plain)) == before
 
 
 def test_a_lower_case_post_is_405_under_listen(kit: ModuleType, listen: int) -> None:
-    assert deliver(kit, listen, "/webhooks", method="post") == (405, "method_not_allowed")
+    assert deliver(kit, listen, "/webhooks", method="post") in REFUSED
     assert deliver(kit, listen, "/webhooks") == (200, "processed")
 
 

@@ -187,7 +187,10 @@ def test_the_entry_refuses_expect_100_continue_with_an_oversized_length(
 def test_a_lower_case_post_is_405_under_uvicorn(kit: ModuleType, asgi: Any) -> None:
     for path in ("/webhooks/", "/async/webhooks/"):
         answer = deliver(kit, asgi.port, path, method="post")
-        assert (answer.status, answer.reason) == (405, "method_not_allowed"), path
+        if answer.status == 400:  # uvicorn on httptools refuses the method before any app
+            assert answer.body == b"Invalid HTTP request received.", path
+        else:  # uvicorn on h11 hands it to the app, which refuses it
+            assert (answer.status, answer.reason) == (405, "method_not_allowed"), path
 
 
 @pytest.mark.e2e
