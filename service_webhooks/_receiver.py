@@ -84,7 +84,7 @@ from ._outcome import (
     Outcome,
     outcome_for_error,
 )
-from ._recording import InboxConfig, Recorder, describe, note_error, note_finish, open_inbox
+from ._recording import InboxConfig, Recorder, note_error, note_finish, open_inbox
 from ._renewal import Renewer
 from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record, printable
 from ._signing import (
@@ -393,9 +393,7 @@ class WebhookReceiver:
         limit = (
             self.max_body_size if max_body_size is None else min(max_body_size, self.max_body_size)
         )
-        if self._recorder is not None and not isinstance(headers, list | tuple):
-            headers = list(headers)  # type: ignore[assignment]  # inbox: read twice
-        signature, length = _scan_headers(headers)
+        signature, length, content_type, user_agent = _scan_headers(headers)
         error = _request_line_error(method, length, limit)
         if error is not None:
             return self._rejected(error, started)
@@ -415,7 +413,6 @@ class WebhookReceiver:
         if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
             # through process(), not the recorder directly: a subclass overriding it
             # (the Django TransactionalReceiver) keeps its behaviour with an inbox
-            content_type, user_agent = describe(headers)
             return self.process(
                 body, signature, method=method, content_type=content_type, user_agent=user_agent
             )
@@ -443,9 +440,7 @@ class WebhookReceiver:
         limit = (
             self.max_body_size if max_body_size is None else min(max_body_size, self.max_body_size)
         )
-        if self._recorder is not None and not isinstance(headers, list | tuple):
-            headers = list(headers)  # type: ignore[assignment]  # inbox: read twice
-        signature, length = _scan_headers(headers)
+        signature, length, content_type, user_agent = _scan_headers(headers)
         error = _request_line_error(method, length, limit)
         if error is not None:
             return self._rejected(error, started)
@@ -465,8 +460,7 @@ class WebhookReceiver:
             )
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
-            content_type, user_agent = describe(headers)  # through aprocess, as in handle
-            return await self.aprocess(
+            return await self.aprocess(  # through aprocess, as in handle
                 body, signature, method=method, content_type=content_type, user_agent=user_agent
             )
         return await self.aprocess(body, signature, method=method)
@@ -824,13 +818,19 @@ def _request_line_error(method: str, size: int | None, limit: int) -> WebhookErr
     return None
 
 
-def _scan_headers(headers: Headers) -> tuple[str | bytes | None, int | None]:
-    """The ``Service-Signature`` value (:data:`_REPEATED` for two lines or more) and the
-    declared ``Content-Length``, in one pass. The length is ``None`` when absent, not a
-    number, or overridden by a ``Transfer-Encoding`` (RFC 9112 §6.3)."""
+def _scan_headers(
+    headers: Headers,
+) -> tuple[str | bytes | None, int | None, str | None, str | None]:
+    """In one pass over the header lines: the ``Service-Signature`` value
+    (:data:`_REPEATED` for two lines or more), the declared ``Content-Length`` (``None``
+    when absent, not a number, or overridden by a ``Transfer-Encoding``, RFC 9112 §6.3),
+    and the ``Content-Type`` and ``User-Agent`` the inbox keeps (the last of each, as
+    text of at most 512 characters; nothing else is kept)."""
     signature: str | bytes | None = None
     length: int | None = None
     chunked = False
+    content_type: str | bytes | None = None
+    user_agent: str | bytes | None = None
     for name, value in headers:
         lowered = name.lower()
         if lowered in _SIGNATURE_NAMES:
@@ -839,12 +839,24 @@ def _scan_headers(headers: Headers) -> tuple[str | bytes | None, int | None]:
             length = int(value) if value.isdigit() else None
         elif lowered in _TRANSFER_ENCODING_NAMES:
             chunked = True
-    return signature, None if chunked else length
+        elif lowered in _CONTENT_TYPE_NAMES:
+            content_type = value
+        elif lowered in _USER_AGENT_NAMES:
+            user_agent = value
+    return signature, None if chunked else length, _text(content_type), _text(user_agent)
+
+
+def _text(value: str | bytes | None) -> str | None:
+    if value is None:
+        return None
+    return (value.decode("latin-1") if isinstance(value, bytes) else value)[:512]
 
 
 _SIGNATURE_NAMES = frozenset((SIGNATURE_HEADER.lower(), SIGNATURE_HEADER.lower().encode()))
 _LENGTH_NAMES = frozenset(("content-length", b"content-length"))
 _TRANSFER_ENCODING_NAMES = frozenset(("transfer-encoding", b"transfer-encoding"))
+_CONTENT_TYPE_NAMES = frozenset(("content-type", b"content-type"))
+_USER_AGENT_NAMES = frozenset(("user-agent", b"user-agent"))
 
 
 class _ClaimLost(Exception):

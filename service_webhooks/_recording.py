@@ -29,7 +29,6 @@ import logging
 import secrets as _random
 import time
 import traceback
-from collections.abc import Iterable
 from contextvars import ContextVar
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, overload
@@ -52,7 +51,7 @@ from .stores._sqlite import SQLiteStore
 if TYPE_CHECKING:
     from ._receiver import WebhookReceiver, _Plan
 
-__all__ = ["InboxConfig", "Note", "Recorder", "areplay", "describe", "open_inbox", "replay"]
+__all__ = ["InboxConfig", "Note", "Recorder", "areplay", "open_inbox", "replay"]
 
 logger = logging.getLogger("service_webhooks")
 
@@ -107,27 +106,6 @@ def open_inbox(
     if not all(callable(getattr(config, name, None)) for name in _INBOX_METHODS):
         raise ConfigurationError("inbox must be an Inbox, a URL, True, False or None")
     return config
-
-
-def describe(headers: Iterable[tuple[Any, Any]]) -> tuple[str | None, str | None]:
-    """``(Content-Type, User-Agent)`` of a request's headers (the last of each), as text.
-
-    Nothing else is read: the signature header and any credential never reach the inbox.
-    """
-    content_type: str | None = None
-    user_agent: str | None = None
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered in (b"content-type", "content-type"):
-            content_type = _text(value)
-        elif lowered in (b"user-agent", "user-agent"):
-            user_agent = _text(value)
-    return content_type, user_agent
-
-
-def _text(value: str | bytes) -> str:
-    text = value.decode("latin-1") if isinstance(value, bytes) else value
-    return text[:512]
 
 
 class Note:
