@@ -120,6 +120,7 @@ def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
 
 class _Static:
     __slots__ = ("_secrets",)
+    blocking = False  # a lookup in memory: aprocess calls it on the event loop
 
     def __init__(self, secrets: tuple[Secret, ...]) -> None:
         self._secrets = secrets
@@ -133,6 +134,7 @@ class _Static:
 
 class _PerOrganization:
     __slots__ = ("_table",)
+    blocking = False
 
     def __init__(self, table: dict[str, tuple[Secret, ...]]) -> None:
         self._table = table

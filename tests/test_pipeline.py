@@ -227,6 +227,27 @@ def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
     assert threads[0] != loop_thread
 
 
+@pytest.mark.parametrize(
+    "secrets", ["static", "mapping"], ids=["one-secret", "per-organization"]
+)
+def test_under_aprocess_secrets_held_in_memory_are_read_on_the_event_loop(
+    secret: str, signed: Signed, monkeypatch: pytest.MonkeyPatch, secrets: str
+) -> None:
+    import service_webhooks._receiver as receiver_module
+
+    async def no_thread(*args: Any) -> Any:
+        raise AssertionError("a lookup in memory went to a worker thread")
+
+    monkeypatch.setattr(receiver_module, "run_in_thread", no_thread)
+    body, header = signed()
+    organization = header.split("o:", 1)[1].split(",", 1)[0]
+    config: Any = secret if secrets == "static" else {organization: secret}
+    receiver = WebhookReceiver(secrets=config, store=MemoryStore())
+    receiver.on("note.created", lambda event: None)
+    outcome = asyncio.run(receiver.aprocess(body, header))
+    assert outcome.reason == "processed"
+
+
 # -- RetryLater ----------------------------------------------------------------------------
 
 
