@@ -566,7 +566,11 @@ class WebhookReceiver:
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
             if unit is None:
-                guard(store.complete, key, token, self.retention)
+                recorder = self._recorder
+                if recorder is not None and recorder.joined:  # inbox: record in the same commit
+                    recorder.complete(plan, handler_time, self.retention)
+                else:
+                    guard(store.complete, key, token, self.retention)
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -622,7 +626,11 @@ class WebhookReceiver:
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
             if unit is None:
-                await aguard(store.acomplete(key, token, self.retention))
+                recorder = self._recorder
+                if recorder is not None and recorder.joined:  # inbox: record in the same commit
+                    await recorder.acomplete(plan, handler_time, self.retention)
+                else:
+                    await aguard(store.acomplete(key, token, self.retention))
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)

@@ -10,6 +10,10 @@ marked ``# inbox:`` there):
   the answer is returned. If that write fails the answer is 503 ``store_unavailable``:
   never a 2xx for a delivery that could not be recorded. This is the one extra round
   trip the inbox costs.
+* When the inbox and the idempotency store share a database (a SQLite file; a
+  PostgreSQL connection string), a *processed* delivery's record is written in the
+  completion's own transaction instead (:meth:`Recorder.complete`, through the
+  store's ``complete_with``): both rows or neither, and no extra round trip.
 * ``_finish`` (every answer's exit) and ``_failed`` (a handler raised) fill the note:
   version, key, handler time, detail, the exception and its traceback.
 * Deliveries refused before their signature was verified are not stored (their bodies
@@ -39,7 +43,13 @@ from ._dispatch import arun, run
 from ._envelope import decode_envelope
 from ._events import Event
 from ._exceptions import ConfigurationError, StoreError, WebhookError
-from ._idempotency import DEFAULT_SQLITE_PATH, default_idempotency_key, new_token
+from ._idempotency import (
+    DEFAULT_SQLITE_PATH,
+    aguard,
+    default_idempotency_key,
+    guard,
+    new_token,
+)
 from ._outcome import PROCESSED, Outcome, outcome_for_error
 from ._signing import parse_signature_header
 from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros
@@ -119,7 +129,9 @@ class Note:
         "error_type",
         "handler_time",
         "key",
+        "live",
         "received",
+        "recorded",
         "signature",
         "user_agent",
         "version",
@@ -143,6 +155,8 @@ class Note:
         self.detail = ""
         self.error_type: str | None = None
         self.error: BaseException | None = None
+        self.live = False  # a delivery (not a replay): its record is still to be written
+        self.recorded = False  # written with the completion (Recorder.complete)
 
 
 def note_finish(
@@ -179,6 +193,55 @@ class Recorder:
     def __init__(self, receiver: WebhookReceiver, inbox: Inbox) -> None:
         self.receiver = receiver
         self.inbox = inbox
+        shares = getattr(inbox, "shares_database", None)
+        self.joined = bool(shares is not None and shares(receiver.store))
+        """Whether a processed delivery's record goes in the completion's transaction."""
+
+    def _joined_record(
+        self, plan: _Plan, handler_time: float
+    ) -> tuple[Note, tuple[str, list[Any]]] | None:
+        """The live delivery's note and its record as a statement, for a completion."""
+        note = _current.get()
+        if note is None or not note.live:
+            return None  # a replay: recorded on its delivery (add_replay), not as a new one
+        event = plan.event
+        note.version, note.key = event.version, event.idempotency_key
+        note.handler_time = handler_time
+        outcome = Outcome(PROCESSED.status, PROCESSED.reason, (), event.name, event.organization_id)
+        delivery = self._delivery(note, outcome)
+        assert delivery is not None  # verified and decoded: always recorded
+        return note, self.inbox.record_statement(delivery)  # type: ignore[attr-defined]
+
+    def complete(self, plan: _Plan, handler_time: float, retention: float) -> None:
+        """Complete the claim and record the processed delivery in one transaction.
+
+        Raises:
+            StoreError: The store failed: neither row was written (the answer is 503,
+                and the recorder then tries to record that answer on its own).
+        """
+        store: Any = self.receiver.store
+        key, token = plan.event.idempotency_key, plan.token
+        joined = self._joined_record(plan, handler_time)
+        if joined is None:
+            guard(store.complete, key, token, retention)
+            return
+        note, (statement, params) = joined
+        guard(store.complete_with, key, token, retention, statement, params)
+        note.recorded = True
+        self.inbox.recorded()  # type: ignore[attr-defined]
+
+    async def acomplete(self, plan: _Plan, handler_time: float, retention: float) -> None:
+        """Async twin of :meth:`complete`."""
+        store: Any = self.receiver.store
+        key, token = plan.event.idempotency_key, plan.token
+        joined = self._joined_record(plan, handler_time)
+        if joined is None:
+            await aguard(store.acomplete(key, token, retention))
+            return
+        note, (statement, params) = joined
+        await aguard(store.acomplete_with(key, token, retention, statement, params))
+        note.recorded = True
+        await self.inbox.arecorded()  # type: ignore[attr-defined]
 
     def process(
         self,
@@ -190,6 +253,7 @@ class Recorder:
     ) -> Outcome:
         receiver = self.receiver
         note = Note(body, signature, content_type, user_agent)
+        note.live = True
         reset = _current.set(note)
         try:
             tracer = receiver.tracer
@@ -200,6 +264,8 @@ class Recorder:
                     outcome = receiver._process(body, signature, method, tracer)
         finally:
             _current.reset(reset)
+        if note.recorded:  # with the completion, in its transaction
+            return outcome
         delivery = self._delivery(note, outcome)
         if delivery is None:
             return outcome
@@ -219,6 +285,7 @@ class Recorder:
     ) -> Outcome:
         receiver = self.receiver
         note = Note(body, signature, content_type, user_agent)
+        note.live = True
         reset = _current.set(note)
         try:
             tracer = receiver.tracer
@@ -229,6 +296,8 @@ class Recorder:
                     outcome = await receiver._aprocess(body, signature, method, tracer)
         finally:
             _current.reset(reset)
+        if note.recorded:  # with the completion, in its transaction
+            return outcome
         delivery = self._delivery(note, outcome)
         if delivery is None:
             return outcome

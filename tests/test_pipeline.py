@@ -227,9 +227,7 @@ def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
     assert threads[0] != loop_thread
 
 
-@pytest.mark.parametrize(
-    "secrets", ["static", "mapping"], ids=["one-secret", "per-organization"]
-)
+@pytest.mark.parametrize("secrets", ["static", "mapping"], ids=["one-secret", "per-organization"])
 def test_under_aprocess_secrets_held_in_memory_are_read_on_the_event_loop(
     secret: str, signed: Signed, monkeypatch: pytest.MonkeyPatch, secrets: str
 ) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from ..stores._postgres import PostgresStore
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
 from ._sql import SQLInbox, encode_replay, schema
 
@@ -156,6 +157,15 @@ class PostgresInbox(SQLInbox):
                     )
                     self._own_pool = True
         return self._pool
+
+    def shares_database(self, store: object) -> bool:
+        """Whether ``store`` is a :class:`~service_webhooks.stores.PostgresStore` on this
+        inbox's connection string (or its pool)."""
+        if not isinstance(store, PostgresStore):
+            return False
+        if self._conninfo is not None:
+            return store._conninfo == self._conninfo
+        return self._pool is not None and store._pool is self._pool
 
     def _run(self, statement: str, params: Sequence[Any]) -> tuple[int, list[tuple[Any, ...]]]:
         with self._sync_pool().connection() as connection:

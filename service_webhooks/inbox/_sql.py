@@ -7,6 +7,7 @@ likes (:meth:`SQLInbox._time_param`, :meth:`SQLInbox._time_value`).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import time
@@ -241,6 +242,29 @@ class SQLInbox(SyncInbox):
         if self._prune_due():
             self.prune()
         return int(rows[0][0]) if rows else 1
+
+    # -- joined writes: the record in the idempotency store's transaction ----------------
+
+    def shares_database(self, store: object) -> bool:
+        """Whether ``store`` writes to this inbox's database, so that a completion and
+        its record can be one transaction (:meth:`record_statement`). ``False`` here."""
+        return False
+
+    def record_statement(self, delivery: ReceivedDelivery) -> tuple[str, list[Any]]:
+        """The one ``INSERT`` :meth:`record` runs, for a store to run in its own
+        transaction (``store.complete_with``); call :meth:`recorded` once it committed.
+        """
+        return self._insert, self._insert_values(delivery)
+
+    def recorded(self) -> None:
+        """A record was written through :meth:`record_statement`: prune when due."""
+        if self._prune_due():
+            self.prune()
+
+    async def arecorded(self) -> None:
+        """Async twin of :meth:`recorded` (a due prune runs in a worker thread)."""
+        if self._prune_due():
+            await asyncio.to_thread(self.prune)
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
         params = [encode_replay(replay), delivery_id]

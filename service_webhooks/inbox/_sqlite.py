@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ._base import DEFAULT_INBOX_RETENTION, check_bounds
+from ..stores._sqlite import SQLiteStore
+from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
 
 __all__ = ["DEFAULT_INBOX_TABLE", "SQLiteInbox"]
@@ -118,6 +119,14 @@ class SQLiteInbox(SQLInbox):
                 self._connections.append(connection)
         return connection
 
+    def shares_database(self, store: object) -> bool:
+        """Whether ``store`` is a :class:`~service_webhooks.stores.SQLiteStore` on this file."""
+        return isinstance(store, SQLiteStore) and _same_file(store.path, self.path)
+
+    def record_statement(self, delivery: ReceivedDelivery) -> tuple[str, list[Any]]:
+        self._connection()  # the table exists before another connection inserts into it
+        return super().record_statement(delivery)
+
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._connection().execute(statement, params).fetchall()
 
@@ -131,3 +140,10 @@ class SQLiteInbox(SQLInbox):
         for connection in connections:
             connection.close()
         self._local = threading.local()
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.resolve() == other.resolve()
+    except OSError:
+        return False

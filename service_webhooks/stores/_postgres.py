@@ -56,7 +56,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +117,7 @@ _LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))
 _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+_Params = dict[str, Any] | list[Any]
 _Result = tuple[int, tuple[Any, ...] | None]
 """(rowcount, first row) of one statement."""
 
@@ -273,6 +274,9 @@ class PostgresStore:
         )
         self._claim_sql = sql.SQL(_CLAIM).format(table=table_sql)
         self._complete_sql = sql.SQL(_COMPLETE).format(table=table_sql)
+        positional = re.sub(r"%\((?:key|token|seconds)\)s", "%s", _COMPLETE)
+        self._complete_positional = sql.SQL(positional).format(table=table_sql)
+        self._joined: dict[str, sql.Composed] = {}  # complete_with's statements, built once
         self._release_sql = sql.SQL(_RELEASE).format(table=table_sql)
         self._prune_sql = sql.SQL(_PRUNE).format(table=table_sql)
         self._conninfo = conninfo
@@ -343,7 +347,7 @@ class PostgresStore:
                 if _WATCHDOG.unwatch(watch):
                     connection.close()  # its socket is shut: the pool discards it
 
-    def _run(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+    def _run(self, query: sql.Composed, params: _Params) -> _Result:
         with self._connection() as connection:
             cursor = connection.execute(query, params)
             row = cursor.fetchone() if cursor.description is not None else None
@@ -351,7 +355,7 @@ class PostgresStore:
                 connection.commit()  # a pool you passed in may not be autocommit
             return cursor.rowcount, row
 
-    def _execute(self, query: sql.Composed, params: dict[str, Any]) -> _Result:
+    def _execute(self, query: sql.Composed, params: _Params) -> _Result:
         try:
             return self._run(query, params)
         except _MISSING:
@@ -407,6 +411,49 @@ class PostgresStore:
     def complete(self, key: str, token: str, retention: float) -> bool:
         params = {"key": key, "token": token, "seconds": retention}
         return self._execute(self._complete_sql, params)[0] == 1
+
+    def complete_with(
+        self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
+    ) -> bool:
+        """:meth:`complete`, and one more statement on this database, as one statement.
+
+        ``WITH completed AS (<the completion>), also AS (<statement>) SELECT …``: one
+        round trip, and atomic (both rows are written or neither is). The receiver
+        writes a processed delivery's inbox record this way when the inbox is on this
+        store's database.
+
+        Args:
+            key, token, retention: As for :meth:`complete` (retention in seconds).
+            statement: One ``INSERT``, ``UPDATE`` or ``DELETE`` (``%s`` placeholders) on
+                this database, usable inside ``WITH`` (``RETURNING`` allowed).
+            params: Its parameters.
+
+        Returns:
+            What :meth:`complete` returns: ``False`` when another claim owns ``key``.
+
+        Raises:
+            psycopg.Error, TimeoutError: As for :meth:`complete`; nothing was written.
+        """
+        query, values = self._with(key, token, retention, statement, params)
+        row = self._execute(query, values)[1]
+        return row is not None and row[0] == 1
+
+    def _with(
+        self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
+    ) -> tuple[sql.Composed, list[Any]]:
+        query = self._joined.get(statement)
+        if query is None:
+            query = sql.Composed(
+                [
+                    sql.SQL("WITH completed AS ("),
+                    self._complete_positional,
+                    sql.SQL(" RETURNING 1), also AS ("),
+                    sql.SQL(statement),  # the inbox's own SQL
+                    sql.SQL(") SELECT count(*) FROM completed"),
+                ]
+            )
+            self._joined[statement] = query
+        return query, [key, token, retention, *params]
 
     def release(self, key: str, token: str) -> bool:
         return self._execute(self._release_sql, {"key": key, "token": token})[0] == 1
@@ -478,7 +525,7 @@ class PostgresStore:
                     await connection.close()  # its socket is shut: the pool discards it
 
     async def _arun(
-        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
+        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: _Params
     ) -> _Result:
         async with self._aconnection(pool) as connection:
             cursor = await connection.execute(query, params)
@@ -488,7 +535,7 @@ class PostgresStore:
             return cursor.rowcount, row
 
     async def _aexecute(
-        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: dict[str, Any]
+        self, pool: AsyncConnectionPool[Any], query: sql.Composed, params: _Params
     ) -> _Result:
         try:
             return await self._arun(pool, query, params)
@@ -518,6 +565,19 @@ class PostgresStore:
             return await asyncio.to_thread(self.complete, key, token, retention)
         params = {"key": key, "token": token, "seconds": retention}
         return (await self._aexecute(pool, self._complete_sql, params))[0] == 1
+
+    async def acomplete_with(
+        self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
+    ) -> bool:
+        """Async twin of :meth:`complete_with`."""
+        pool = await self._async_pool()
+        if pool is None:
+            return await asyncio.to_thread(
+                self.complete_with, key, token, retention, statement, params
+            )
+        query, values = self._with(key, token, retention, statement, params)
+        row = (await self._aexecute(pool, query, values))[1]
+        return row is not None and row[0] == 1
 
     async def arelease(self, key: str, token: str) -> bool:
         pool = await self._async_pool()

@@ -6,6 +6,18 @@ DO UPDATE … WHERE expired OR renewed by its owner`` statement). Not for severa
 machines: use the Redis or PostgreSQL store there. Expired rows are pruned every
 ``prune_every`` claims and by :meth:`SQLiteStore.prune`.
 
+Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``) a statement
+runs on the event loop itself, on a connection of that loop's own that never waits: its
+busy timeout is 0, so a write lock held by another connection raises at once, and the
+call is then run again in a worker thread on an ordinary connection, which waits up to
+``timeout``. A write that gets the lock appends a few pages to the WAL file (no fsync
+with ``synchronous=NORMAL``): microseconds, cheaper than the hop to a worker thread and
+back. The loop's connection never checkpoints (``wal_autocheckpoint=0``): every
+``CHECKPOINT_EVERY`` writes, a passive checkpoint (the fsync) runs in a worker thread,
+and pruning always does, so nothing slow runs on the loop. A subclass that overrides
+``claim``, ``complete``, ``complete_with`` or ``release`` has its override called, in a
+worker thread, by the async twin.
+
 Schema (created on first use)::
 
     CREATE TABLE service_webhooks_idempotency (
@@ -18,17 +30,25 @@ Schema (created on first use)::
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState, SyncStore
 
-__all__ = ["DEFAULT_SQLITE_PATH", "SQLiteStore"]
+__all__ = ["CHECKPOINT_EVERY", "DEFAULT_SQLITE_PATH", "SQLiteStore"]
+
+CHECKPOINT_EVERY = 1000
+"""Writes on an event loop's connection between two checkpoints (run in a worker thread)."""
+
+T = TypeVar("T")
 
 DEFAULT_SQLITE_PATH = "service_webhooks.sqlite3"
 """The store (and inbox) used when none is given: a SQLite file in the working directory."""
@@ -53,6 +73,8 @@ ON CONFLICT (key) DO UPDATE SET state = 'done', token = ?2, expires_at = ?3
 WHERE {_TABLE}.token = ?2 OR {_TABLE}.expires_at <= ?4"""
 _RELEASE = f"DELETE FROM {_TABLE} WHERE key = ?1 AND token = ?2 AND state = 'in_flight'"
 _PRUNE = f"DELETE FROM {_TABLE} WHERE expires_at <= ?1"
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_TWINS = ("claim", "complete", "complete_with", "release")
 
 
 class SQLiteStore(SyncStore):
@@ -87,8 +109,16 @@ class SQLiteStore(SyncStore):
         self._clock = clock
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
+        self._loop_connections: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, sqlite3.Connection
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._claims = 0
+        self._loop_writes = 0
+        # a subclass that overrides a sync method keeps it under asyncio (in a thread)
+        self._overridden = frozenset(
+            name for name in _TWINS if getattr(type(self), name) is not getattr(SQLiteStore, name)
+        )
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -96,19 +126,53 @@ class SQLiteStore(SyncStore):
     def _now(self) -> float:
         return self._clock() if self._clock is not None else time.time()
 
+    def _open(self, timeout: float) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute(_SCHEMA)
+        with self._lock:
+            self._connections.append(connection)
+        return connection
+
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = sqlite3.connect(
-                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-            )
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute(_SCHEMA)
-            self._local.connection = connection
-            with self._lock:
-                self._connections.append(connection)
+            connection = self._local.connection = self._open(self._timeout)
         return connection
+
+    def _loop_connection(self) -> sqlite3.Connection:
+        """The running event loop's own connection: it never waits for a lock."""
+        loop = asyncio.get_running_loop()
+        connection = self._loop_connections.get(loop)
+        if connection is None:
+            connection = self._open(0)
+            connection.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints: in a thread
+            self._loop_connections[loop] = connection
+        return connection
+
+    async def _on_loop(self, work: Callable[..., T], fallback: Callable[..., T], *args: Any) -> T:
+        """``work(connection, *args)`` on the loop's connection; ``fallback(*args)`` in a
+        worker thread when another connection holds the write lock (nothing was written)."""
+        connection = None
+        try:
+            connection = self._loop_connection()
+            result = work(connection, *args)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF not in _BUSY:  # extended codes: BUSY_* too
+                raise
+            if connection is not None and connection.in_transaction:
+                connection.execute("ROLLBACK")
+            return await asyncio.to_thread(fallback, *args)
+        self._loop_writes += 1
+        if self._loop_writes % CHECKPOINT_EVERY == 0:
+            await asyncio.to_thread(self._checkpoint)
+        return result
+
+    def _checkpoint(self) -> None:
+        self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def create_schema(self) -> None:
         """Create the database file and its table now if missing (idempotent).
@@ -121,23 +185,116 @@ class SQLiteStore(SyncStore):
         self._connection()
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        state, prune = self._claim(self._connection(), key, token, lease)
+        if prune:
+            self.prune()
+        return state
+
+    async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
+        if "claim" in self._overridden:
+            return await asyncio.to_thread(self.claim, key, token, lease)
+        state, prune = await self._on_loop(self._claim, self._claim_in_thread, key, token, lease)
+        if prune:
+            await asyncio.to_thread(self.prune)
+        return state
+
+    def _claim_in_thread(self, key: str, token: str, lease: float) -> tuple[ClaimState, bool]:
+        return self._claim(self._connection(), key, token, lease)
+
+    def _claim(
+        self, connection: sqlite3.Connection, key: str, token: str, lease: float
+    ) -> tuple[ClaimState, bool]:
+        """The claim's state, and whether a prune is due now."""
         now = self._now()
-        connection = self._connection()
         if connection.execute(_CLAIM, (key, token, now + lease, now)).rowcount == 1:
-            self._count_claim(connection, now)
-            return ClaimState.NEW
+            return ClaimState.NEW, self._prune_due()
         row = connection.execute(_STATE, (key, now)).fetchone()
         # No row: the holder released it between our two statements. Say in flight,
         # so the service retries instead of this caller racing the next claimer.
-        return ClaimState.DONE if row is not None and row[0] == "done" else ClaimState.IN_FLIGHT
+        if row is not None and row[0] == "done":
+            return ClaimState.DONE, False
+        return ClaimState.IN_FLIGHT, False
 
     def complete(self, key: str, token: str, retention: float) -> bool:
+        return self._complete(self._connection(), key, token, retention)
+
+    async def acomplete(self, key: str, token: str, retention: float) -> bool:
+        if "complete" in self._overridden:
+            return await asyncio.to_thread(self.complete, key, token, retention)
+        return await self._on_loop(self._complete, self.complete, key, token, retention)
+
+    def _complete(
+        self, connection: sqlite3.Connection, key: str, token: str, retention: float
+    ) -> bool:
         now = self._now()
-        cursor = self._connection().execute(_COMPLETE, (key, token, now + retention, now))
+        cursor = connection.execute(_COMPLETE, (key, token, now + retention, now))
         return cursor.rowcount == 1
 
+    def complete_with(
+        self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
+    ) -> bool:
+        """:meth:`complete`, and one more statement on this file, in one transaction.
+
+        Both rows are written or neither is (``BEGIN IMMEDIATE`` … ``COMMIT``: one
+        commit). The receiver writes a processed delivery's inbox record this way
+        when the inbox is in this store's file.
+
+        Args:
+            key, token, retention: As for :meth:`complete` (retention in seconds).
+            statement: One SQL statement (``?`` placeholders) on this database.
+            params: Its parameters.
+
+        Returns:
+            What :meth:`complete` returns: ``False`` when another claim owns ``key``.
+
+        Raises:
+            sqlite3.Error: Either statement failed; nothing was written.
+        """
+        return self._complete_with(self._connection(), key, token, retention, statement, params)
+
+    async def acomplete_with(
+        self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
+    ) -> bool:
+        """Async twin of :meth:`complete_with`."""
+        if "complete_with" in self._overridden:
+            return await asyncio.to_thread(
+                self.complete_with, key, token, retention, statement, params
+            )
+        return await self._on_loop(
+            self._complete_with, self.complete_with, key, token, retention, statement, params
+        )
+
+    def _complete_with(
+        self,
+        connection: sqlite3.Connection,
+        key: str,
+        token: str,
+        retention: float,
+        statement: str,
+        params: Sequence[Any],
+    ) -> bool:
+        now = self._now()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            done = connection.execute(_COMPLETE, (key, token, now + retention, now)).rowcount
+            connection.execute(statement, params)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return done == 1
+
     def release(self, key: str, token: str) -> bool:
-        return self._connection().execute(_RELEASE, (key, token)).rowcount == 1
+        return self._release(self._connection(), key, token)
+
+    async def arelease(self, key: str, token: str) -> bool:
+        if "release" in self._overridden:
+            return await asyncio.to_thread(self.release, key, token)
+        return await self._on_loop(self._release, self.release, key, token)
+
+    def _release(self, connection: sqlite3.Connection, key: str, token: str) -> bool:
+        return connection.execute(_RELEASE, (key, token)).rowcount == 1
 
     def prune(self) -> int:
         """Delete every expired row now; returns how many were deleted."""
@@ -150,12 +307,11 @@ class SQLiteStore(SyncStore):
         for connection in connections:
             connection.close()
         self._local = threading.local()
+        self._loop_connections = weakref.WeakKeyDictionary()
 
-    def _count_claim(self, connection: sqlite3.Connection, now: float) -> None:
+    def _prune_due(self) -> bool:
         if not self._prune_every:
-            return
+            return False
         with self._lock:
             self._claims += 1
-            due = self._claims % self._prune_every == 0
-        if due:
-            connection.execute(_PRUNE, (now,))
+            return self._claims % self._prune_every == 0

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
-from service_webhooks.stores import SQLiteStore
+import pytest
+
+from service_webhooks.stores import MIN_RETENTION, ClaimState, SQLiteStore
 
 
 def test_sqlite_store_create_schema_creates_file_and_table(tmp_path: Path) -> None:
@@ -16,3 +21,111 @@ def test_sqlite_store_create_schema_creates_file_and_table(tmp_path: Path) -> No
     with closing(sqlite3.connect(tmp_path / "keys.sqlite3")) as connection:
         tables = connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
         assert [row[0] for row in tables] == ["service_webhooks_idempotency"]
+
+
+# -- under asyncio: on the event loop, never waiting there ---------------------------------
+
+
+async def test_async_twins_run_on_the_event_loop_without_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3", prune_every=0)
+
+    async def no_thread(*args: Any) -> Any:
+        raise AssertionError("an uncontended SQLite call went to a worker thread")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    try:
+        assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+        assert await store.aclaim("k", "other", 60) is ClaimState.IN_FLIGHT
+        assert await store.acomplete("k", "t", MIN_RETENTION) is True
+        assert await store.aclaim("k", "other", 60) is ClaimState.DONE
+        assert await store.aclaim("k2", "t", 60) is ClaimState.NEW
+        assert await store.arelease("k2", "t") is True
+        assert await store.acomplete_with("k3", "t", 60, "SELECT 1", []) is True
+    finally:
+        store.close()
+    assert store.claim("k", "again", 60) is ClaimState.DONE  # what the loop wrote is on disk
+
+
+async def test_a_held_write_lock_sends_the_call_to_a_thread_and_the_loop_keeps_running(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    store.create_schema()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        claiming = asyncio.create_task(store.aclaim("k", "t", 60))
+        await asyncio.sleep(0.3)
+        assert not claiming.done()  # waiting for the lock, in a worker thread
+        seen = ticks
+        assert seen >= 10  # the loop was never blocked meanwhile
+        holder.execute("COMMIT")
+        assert await asyncio.wait_for(claiming, 5) is ClaimState.NEW
+    finally:
+        ticking.cancel()
+        holder.close()
+        store.close()
+
+
+async def test_a_failed_joined_write_on_the_loop_leaves_no_transaction_open(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    await store.aclaim("k", "t", 60)
+    with pytest.raises(sqlite3.OperationalError):
+        await store.acomplete_with("k", "t", 60, "INSERT INTO missing VALUES (1)", [])
+    assert await store.aclaim("k", "other", 60) is ClaimState.IN_FLIGHT  # not completed
+    assert await store.acomplete("k", "t", 60) is True  # the connection still works
+    store.close()
+
+
+async def test_checkpoints_and_prunes_run_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import service_webhooks.stores._sqlite as module
+
+    monkeypatch.setattr(module, "CHECKPOINT_EVERY", 3)
+    store = SQLiteStore(tmp_path / "keys.sqlite3", prune_every=2)
+    threads: list[str] = []
+    checkpoint, prune = store._checkpoint, store.prune
+
+    def spy(function: Any, name: str) -> Any:
+        def run() -> Any:
+            threads.append(f"{name}:{threading.current_thread() is threading.main_thread()}")
+            return function()
+
+        return run
+
+    monkeypatch.setattr(store, "_checkpoint", spy(checkpoint, "checkpoint"))
+    monkeypatch.setattr(store, "prune", spy(prune, "prune"))
+    for index in range(3):
+        await store.aclaim(f"k{index}", "t", 60)
+    store.close()
+    assert sorted(set(threads)) == ["checkpoint:False", "prune:False"]
+
+
+async def test_a_subclass_override_is_called_by_the_async_twin(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    class Counting(SQLiteStore):
+        def claim(self, key: str, token: str, lease: float) -> ClaimState:
+            calls.append(key)
+            return super().claim(key, token, lease)
+
+    store = Counting(tmp_path / "keys.sqlite3")
+    assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+    assert await store.acomplete("k", "t", 60) is True  # not overridden: on the loop
+    store.close()
+    assert calls == ["k"]

@@ -1,0 +1,275 @@
+# ruff: noqa: S608  (table names here are generated per test, never user input)
+"""A processed delivery's record is written in its completion's transaction when the inbox
+and the idempotency store share a database (SQLite file; PostgreSQL connection string).
+
+Both rows or neither: a record that cannot be written rolls the completion back (the key
+stays in flight, the answer is 503), and the separate ``record`` call is not made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service_webhooks import Event, MemoryStore, SQLiteStore, WebhookReceiver, sign
+from service_webhooks.inbox import MemoryInbox, SQLiteInbox
+
+POSTGRES_URL = os.environ.get(
+    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+SECRET = "whsec-joined"
+ORG = "o-JOINED"
+
+
+def _body(note_id: str) -> bytes:
+    data = {"id": note_id, "author": "a", "text": "t"}
+    return json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+
+
+def _receiver(store: Any, inbox: Any, runs: list[str]) -> WebhookReceiver:
+    receiver = WebhookReceiver(SECRET, store=store, inbox=inbox)
+
+    @receiver.on("note.created")
+    def handler(event: Event[Any]) -> None:
+        runs.append(event.data.id)
+
+    return receiver
+
+
+async def _deliver(receiver: WebhookReceiver, body: bytes, run_async: bool) -> Any:
+    signature = sign(body, SECRET, ORG)
+    if run_async:
+        return await receiver.aprocess(body, signature)
+    return receiver.process(body, signature)
+
+
+def _no_separate_record(inbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the processed delivery was recorded apart from its completion")
+
+    monkeypatch.setattr(inbox, "record", refuse)
+    monkeypatch.setattr(inbox, "arecord", refuse)
+
+
+# -- SQLite: store and inbox in one file ------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_pair(tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteInbox, Path]]:
+    path = tmp_path / "joined.sqlite3"
+    store, inbox = SQLiteStore(path), SQLiteInbox(path)
+    yield store, inbox, path
+    store.close()
+    inbox.close()
+
+
+def test_which_pairs_share_a_database(tmp_path: Path) -> None:
+    one, other = tmp_path / "one.sqlite3", tmp_path / "other.sqlite3"
+    assert SQLiteInbox(one).shares_database(SQLiteStore(one))
+    assert SQLiteInbox(one).shares_database(SQLiteStore(tmp_path / "." / "one.sqlite3"))
+    assert not SQLiteInbox(one).shares_database(SQLiteStore(other))
+    assert not SQLiteInbox(one).shares_database(MemoryStore())
+    assert _receiver(SQLiteStore(one), None, [])._recorder.joined  # type: ignore[union-attr]
+    assert not _receiver(MemoryStore(), MemoryInbox(), [])._recorder.joined  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_sqlite_processed_delivery_is_recorded_with_its_completion(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    run_async: bool,
+) -> None:
+    store, inbox, path = sqlite_pair
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+    _no_separate_record(inbox, monkeypatch)
+    body = _body("n-1")
+    outcome = await _deliver(receiver, body, run_async)
+    assert (outcome.status, outcome.reason) == (200, "processed")
+    [record] = inbox.search().items
+    assert (record.reason, record.body, record.seen) == ("processed", body, 1)
+    with sqlite3.connect(path) as connection:
+        states = connection.execute("SELECT state FROM service_webhooks_idempotency").fetchall()
+    assert states == [("done",)]
+    assert runs == ["n-1"]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_sqlite_record_that_fails_rolls_the_completion_back(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path], run_async: bool
+) -> None:
+    store, inbox, path = sqlite_pair
+    inbox.search()  # creates the table
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON service_webhooks_inbox "
+            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+    outcome = await _deliver(receiver, _body("n-2"), run_async)
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert runs == ["n-2"]  # the handler ran; the service sends the delivery again
+    with sqlite3.connect(path) as connection:
+        states = connection.execute("SELECT state FROM service_webhooks_idempotency").fetchall()
+        assert connection.execute("SELECT count(*) FROM service_webhooks_inbox").fetchone() == (0,)
+    assert states == [("in_flight",)]  # not done: the completion was rolled back
+
+
+def test_sqlite_complete_with_returns_false_for_another_claim(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path],
+) -> None:
+    store, _, path = sqlite_pair
+    store.claim("k", "mine", 60)
+    statement = "CREATE TABLE IF NOT EXISTS marks (x)"
+    assert store.complete_with("k", "mine", 60, statement, []) is True
+    store.claim("k2", "theirs", 60)
+    insert = "INSERT INTO marks (x) VALUES (?)"
+    assert store.complete_with("k2", "mine", 60, insert, [1]) is False
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM marks").fetchone() == (1,)
+
+
+def test_a_replay_adds_to_its_delivery_not_a_new_record(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path],
+) -> None:
+    store, inbox, _ = sqlite_pair
+    receiver = WebhookReceiver(SECRET, store=store, inbox=inbox)
+    body = _body("n-3")
+    assert receiver.process(body, sign(body, SECRET, ORG)).reason == "unhandled"
+    runs: list[str] = []
+    receiver.on("note.created")(lambda event: runs.append(event.data.id))
+    [record] = inbox.search().items
+    assert receiver.replay(record.id).reason == "processed"
+    [again] = inbox.search().items
+    assert again.id == record.id
+    assert [replay.reason for replay in again.replays] == ["processed"]
+    assert runs == ["n-3"]
+
+
+# -- PostgreSQL: store and inbox on one connection string -------------------------------
+
+
+@pytest.fixture
+def postgres_pair(
+    request: pytest.FixtureRequest, unavailable: Callable[[str, str], None]
+) -> Iterator[tuple[Any, Any, str]]:
+    psycopg = pytest.importorskip("psycopg")
+    from service_webhooks.inbox import PostgresInbox
+    from service_webhooks.stores import PostgresStore
+
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+    except psycopg.Error as error:
+        unavailable(f"PostgreSQL at {POSTGRES_URL}", type(error).__name__)
+    suffix = uuid.uuid4().hex[:12]
+    store = PostgresStore(POSTGRES_URL, table=f"sw_joined_store_{suffix}", max_size=2)
+    inbox = PostgresInbox(POSTGRES_URL, table=f"sw_joined_inbox_{suffix}", max_size=2)
+    inbox.create_schema()
+    yield store, inbox, suffix
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(f"DROP TABLE IF EXISTS sw_joined_store_{suffix}")
+        connection.execute(f"DROP FUNCTION IF EXISTS sw_refuse_{suffix}() CASCADE")
+    inbox.drop_schema()
+    inbox.close()
+    store.close()
+
+
+def test_postgres_pairs_on_one_connection_string_share_a_database(
+    postgres_pair: tuple[Any, Any, str],
+) -> None:
+    from service_webhooks.inbox import PostgresInbox
+    from service_webhooks.stores import PostgresStore
+
+    store, inbox, _ = postgres_pair
+    assert inbox.shares_database(store)
+    elsewhere = PostgresStore(POSTGRES_URL + "?application_name=elsewhere", table=store.table)
+    assert not inbox.shares_database(elsewhere)
+    assert not PostgresInbox(POSTGRES_URL, table="x").shares_database(MemoryStore())
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_postgres_processed_delivery_is_recorded_with_its_completion(
+    postgres_pair: tuple[Any, Any, str], monkeypatch: pytest.MonkeyPatch, run_async: bool
+) -> None:
+    import psycopg
+
+    store, inbox, suffix = postgres_pair
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+    _no_separate_record(inbox, monkeypatch)
+    body = _body("n-4")
+    try:
+        outcome = await _deliver(receiver, body, run_async)
+    finally:
+        await store.aclose()
+        await inbox.aclose()
+    assert (outcome.status, outcome.reason) == (200, "processed")
+    [record] = inbox.search().items
+    assert (record.reason, record.body, record.seen) == ("processed", body, 1)
+    with psycopg.connect(POSTGRES_URL) as connection:
+        states = connection.execute(f"SELECT state FROM sw_joined_store_{suffix}").fetchall()
+    assert states == [("done",)]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_postgres_record_that_fails_rolls_the_completion_back(
+    postgres_pair: tuple[Any, Any, str], run_async: bool
+) -> None:
+    import psycopg
+
+    store, inbox, suffix = postgres_pair
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(
+            f"CREATE FUNCTION sw_refuse_{suffix}() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'disk says no'; END $$"
+        )
+        connection.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON {inbox.table} "
+            f"FOR EACH ROW EXECUTE FUNCTION sw_refuse_{suffix}()"
+        )
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+    try:
+        outcome = await _deliver(receiver, _body("n-5"), run_async)
+    finally:
+        await store.aclose()
+        await inbox.aclose()
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert runs == ["n-5"]
+    with psycopg.connect(POSTGRES_URL) as connection:
+        states = connection.execute(f"SELECT state FROM sw_joined_store_{suffix}").fetchall()
+        count = connection.execute(f"SELECT count(*) FROM {inbox.table}").fetchone()
+    assert states == [("in_flight",)]
+    assert count == (0,)
+
+
+def test_postgres_complete_with_creates_a_missing_store_table(
+    postgres_pair: tuple[Any, Any, str],
+) -> None:
+    import psycopg
+
+    store, _, suffix = postgres_pair
+    marks = f"sw_joined_marks_{suffix}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(f"CREATE TABLE {marks} (x int)")
+    try:
+        insert = f"INSERT INTO {marks} (x) VALUES (%s)"
+        assert store.complete_with("k", "mine", 60, insert, [7]) is True
+        store.claim("k2", "theirs", 60)
+        assert store.complete_with("k2", "mine", 60, insert, [8]) is False
+        with psycopg.connect(POSTGRES_URL) as connection:
+            rows = connection.execute(f"SELECT state FROM sw_joined_store_{suffix} ORDER BY key")
+            assert rows.fetchall() == [("done",), ("in_flight",)]
+            marked = connection.execute(f"SELECT x FROM {marks} ORDER BY x").fetchall()
+        assert marked == [(7,), (8,)]  # one statement: the second ran though not completed
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+            connection.execute(f"DROP TABLE IF EXISTS {marks}")
