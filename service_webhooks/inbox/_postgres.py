@@ -6,8 +6,8 @@ Every write is one autocommitted statement (the record and its ``seen`` count in
 migrations: the keyset order ``(received_at DESC, id DESC)``, the idempotency key, and
 one per filter (``reason``, ``event_name``, ``organization_id``, the status class
 ``status / 100``, and an organization's status class) followed by the keyset order, so
-a filtered page and the pages after it read one index range in order. Errors are whatever psycopg raises; the receiver answers 503 when a record
-cannot be written.
+a filtered page and the pages after it read one index range in order. Errors are
+whatever psycopg raises; the receiver answers 503 when a record cannot be written.
 """
 
 from __future__ import annotations
