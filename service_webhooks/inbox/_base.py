@@ -3,10 +3,10 @@
 A :class:`ReceivedDelivery` is written once per delivery that passed signature
 verification (spec §5.2), before its answer is sent; replays append to it. The query
 API (:meth:`Inbox.search`, :meth:`Inbox.get`, :meth:`Inbox.counts`,
-:meth:`Inbox.slowest`) is everything a dashboard needs; :meth:`Inbox.prune` and
-:meth:`Inbox.purge` bound what is kept. Deliveries refused before authentication
-succeeded are never stored (their bodies are untrusted): they are only counted per
-reason, in memory (:meth:`Inbox.rejected`).
+:meth:`Inbox.window_counts`, :meth:`Inbox.slowest`) is everything a dashboard needs;
+:meth:`Inbox.prune` and :meth:`Inbox.purge` bound what is kept. Deliveries refused
+before authentication succeeded are never stored (their bodies are untrusted): they are
+only counted per reason, in memory (:meth:`Inbox.rejected`).
 
 Times are timezone-aware UTC :class:`~datetime.datetime` values; durations are seconds;
 sizes are bytes.
@@ -18,6 +18,7 @@ import asyncio
 import datetime
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -287,6 +288,26 @@ class Inbox(Protocol):
         """Records per answer reason received in ``[since, until)``."""
         ...
 
+    def window_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        """Records per answer reason in each window: what
+        ``[counts(since=s, until=u) for s, u in windows]`` returns, in one query where
+        the backend can (the dashboard's overview: 26 windows, one query).
+
+        Args:
+            windows: ``(since, until)`` pairs: records received in ``[since, until)``
+                (aware datetimes; ``None``: unbounded on that side). They may overlap.
+
+        Returns:
+            One ``{reason: count}`` dict per window, in order; a reason with no record
+            in a window is left out of its dict.
+
+        Raises:
+            ConfigurationError: A naive datetime.
+        """
+        ...
+
     def slowest(
         self,
         *,
@@ -341,6 +362,12 @@ class Inbox(Protocol):
         self, *, since: datetime.datetime | None = None, until: datetime.datetime | None = None
     ) -> dict[str, int]:
         """Async twin of :meth:`counts`."""
+        ...
+
+    async def awindow_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        """Async twin of :meth:`window_counts`."""
         ...
 
     async def aslowest(
@@ -404,6 +431,13 @@ class SyncInbox:
     ) -> dict[str, int]:
         raise NotImplementedError
 
+    def window_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        """One :meth:`counts` per window; a backend that can count them all in one query
+        overrides this."""
+        return [self.counts(since=since, until=until) for since, until in windows]
+
     def slowest(
         self,
         *,
@@ -441,6 +475,14 @@ class SyncInbox:
         self, *, since: datetime.datetime | None = None, until: datetime.datetime | None = None
     ) -> dict[str, int]:
         return await asyncio.to_thread(self.counts, since=since, until=until)
+
+    async def awindow_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        """One :meth:`acounts` per window (so a subclass's own async twin, e.g. one run
+        in a thread-sensitive executor, is used); a backend that overrides
+        :meth:`window_counts` overrides this too."""
+        return [await self.acounts(since=since, until=until) for since, until in windows]
 
     async def aslowest(
         self,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -127,6 +128,25 @@ class MemoryInbox(SyncInbox):
         query = InboxQuery(since=since, until=until)
         with self._lock:
             return dict(Counter(r.reason for r in self._records.values() if query.matches(r)))
+
+    def window_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        for since, until in windows:
+            InboxQuery(since=since, until=until)  # the same checks as counts()
+        counted: list[Counter[str]] = [Counter() for _ in windows]
+        with self._lock:
+            for record in self._records.values():
+                at = record.received_at
+                for (since, until), counter in zip(windows, counted, strict=True):
+                    if (since is None or at >= since) and (until is None or at < until):
+                        counter[record.reason] += 1
+        return [dict(counter) for counter in counted]
+
+    async def awindow_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        return await asyncio.to_thread(self.window_counts, windows)
 
     def slowest(
         self,

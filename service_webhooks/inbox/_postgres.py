@@ -1,11 +1,13 @@
 """PostgreSQL inbox (psycopg 3): shared by every process and machine.
 
 Every write is one autocommitted statement (the record and its ``seen`` count in one
-``INSERT … RETURNING``). The table and its indexes (keyset order, idempotency key,
-and ``reason``/``event_name``/``organization_id`` each with ``received_at``) are made by
+``INSERT … RETURNING``). The table and its indexes are made by
 :meth:`PostgresInbox.create_schema`, or by running :func:`schema_sql` in your own
-migrations. Errors are whatever psycopg raises; the receiver answers 503 when a record
-cannot be written.
+migrations: the keyset order ``(received_at DESC, id DESC)``, the idempotency key, and
+one per filter (``reason``, ``event_name``, ``organization_id``, the status class
+``status / 100``, and an organization's status class) followed by the keyset order, so
+a filtered page and the pages after it read one index range in order. Errors are
+whatever psycopg raises; the receiver answers 503 when a record cannot be written.
 """
 
 from __future__ import annotations

@@ -59,19 +59,30 @@ _encoder = msgspec.json.Encoder()
 INDEXES = (
     ("received", "received_at DESC, id DESC"),
     ("key", "idempotency_key"),
-    ("reason", "reason, received_at"),
-    ("event", "event_name, received_at"),
-    ("organization", "organization_id, received_at"),
-    # failures only, in keyset order: "5xx (+ organization, time)" walks failures alone
-    ("failed", "received_at DESC, id DESC) WHERE (status >= 400"),
-    ("failed_organization", "organization_id, received_at DESC, id DESC) WHERE (status >= 400"),
+    ("reason", "reason, received_at DESC, id DESC"),
+    ("event", "event_name, received_at DESC, id DESC"),
+    ("organization", "organization_id, received_at DESC, id DESC"),
+    ("status_class", "(status / 100), received_at DESC, id DESC"),
+    ("organization_status_class", "organization_id, (status / 100), received_at DESC, id DESC"),
 )
-"""Every index: keyset order, the ``seen`` count, then one per filter with time, and a
-partial ones over the failures (the dashboard's most used filters: failed, and failed
-for one organization)."""
+"""Every index: keyset order, the ``seen`` count, then one per filter followed by the
+keyset order (a filtered page, and the page after it, is a range of one index read in
+order), and one for the dashboard's most used pair: an organization's failures
+(``status / 100`` is the status class the queries compare)."""
 
 ESSENTIAL_INDEXES = INDEXES[:2]
 """Keyset order and the ``seen`` count only: filtered queries walk the keyset index."""
+
+_HEX = "0123456789abcdef"
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The smallest hex string above every string starting with ``prefix`` (lowercase
+    hex), or ``None`` when there is none (``prefix`` is all ``f``)."""
+    stem = prefix.rstrip("f")
+    if not stem:
+        return None
+    return stem[:-1] + _HEX[_HEX.index(stem[-1]) + 1]
 
 
 class SQLInbox(SyncInbox):
@@ -180,8 +191,8 @@ class SQLInbox(SyncInbox):
             clauses.append(f"reason IN ({', '.join('?' for _ in query.reasons)})")
             params.extend(query.reasons)
         if query.status_class is not None:
-            clauses.append("status BETWEEN ? AND ?")
-            params.extend((query.status_class * 100, query.status_class * 100 + 99))
+            clauses.append("status / 100 = ?")  # the expression the status class indexes hold
+            params.append(query.status_class)
         if query.event_name is not None:
             clauses.append("event_name = ?")
             params.append(query.event_name)
@@ -195,8 +206,13 @@ class SQLInbox(SyncInbox):
             clauses.append("received_at < ?")
             params.append(self._time_param(to_micros(query.until)))
         if query.id_prefix:
-            clauses.append("id LIKE ?")
-            params.append(query.id_prefix + "%")
+            # a range of the primary key (LIKE would read every row under most collations)
+            clauses.append("id >= ?")
+            params.append(query.id_prefix)
+            end = _prefix_end(query.id_prefix)
+            if end is not None:
+                clauses.append("id < ?")
+                params.append(end)
         return clauses, params
 
     @staticmethod
@@ -285,9 +301,9 @@ class SQLInbox(SyncInbox):
         clauses, params = self._where(query)
         if cursor is not None:
             micros, record_id = decode_cursor(cursor)
-            clauses.append("(received_at < ? OR (received_at = ? AND id < ?))")
-            moment = self._time_param(micros)
-            params.extend((moment, moment, record_id))
+            # a row comparison: an index condition, so page N costs what page 1 costs
+            clauses.append("(received_at, id) < (?, ?)")
+            params.extend((self._time_param(micros), record_id))
         statement = (
             f"SELECT {_SELECT} FROM {self._table_sql()}{self._and(clauses)}"
             " ORDER BY received_at DESC, id DESC LIMIT ?"
@@ -305,6 +321,63 @@ class SQLInbox(SyncInbox):
             f"SELECT reason, count(*) FROM {self._table_sql()}{self._and(clauses)} GROUP BY reason"
         )
         return {reason: int(n) for reason, n in self._query(self._sql(statement), params)}
+
+    def window_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        # The windows' bounds, sorted, cut time into slices; one GROUP BY (reason, slice)
+        # over the union of the windows counts every slice, and each window adds up its
+        # own slices. A row finds its slice in a few comparisons (a nested CASE, a binary
+        # search over the bounds), whatever the number of windows.
+        queries = [InboxQuery(since=since, until=until) for since, until in windows]
+        if not queries:
+            return []
+        bounds = sorted(
+            {to_micros(b) for q in queries for b in (q.since, q.until) if b is not None}
+        )
+        position = {micros: index for index, micros in enumerate(bounds)}
+        sinces = [q.since for q in queries]
+        untils = [q.until for q in queries]
+        clauses, params = self._where(
+            InboxQuery(
+                since=None if None in sinces else min(s for s in sinces if s is not None),
+                until=None if None in untils else max(u for u in untils if u is not None),
+            )
+        )
+        slice_sql, slice_params = self._slice(bounds, 0, len(bounds))
+        statement = (
+            f"SELECT reason, {slice_sql}, count(*) FROM {self._table_sql()}"
+            f"{self._and(clauses)} GROUP BY 1, 2"
+        )
+        per_slice = self._query(self._sql(statement), [*slice_params, *params])
+        result: list[dict[str, int]] = []
+        for query in queries:
+            first = 0 if query.since is None else position[to_micros(query.since)] + 1
+            last = len(bounds) if query.until is None else position[to_micros(query.until)]
+            counted: dict[str, int] = {}
+            for reason, index, number in per_slice:
+                if first <= index <= last:
+                    counted[reason] = counted.get(reason, 0) + int(number)
+            result.append(counted)
+        return result
+
+    def _slice(self, bounds: list[int], low: int, high: int) -> tuple[str, list[Any]]:
+        """SQL giving a row's slice, ``low``..``high``: slice ``i`` holds the rows received
+        in ``[bounds[i - 1], bounds[i])`` (slice 0: before the first bound)."""
+        if low == high:
+            return str(low), []
+        middle = (low + high) // 2
+        below, below_params = self._slice(bounds, low, middle)
+        above, above_params = self._slice(bounds, middle + 1, high)
+        return (
+            f"CASE WHEN received_at < ? THEN {below} ELSE {above} END",
+            [self._time_param(bounds[middle]), *below_params, *above_params],
+        )
+
+    async def awindow_counts(
+        self, windows: Sequence[tuple[datetime.datetime | None, datetime.datetime | None]]
+    ) -> list[dict[str, int]]:
+        return await asyncio.to_thread(self.window_counts, windows)
 
     def slowest(
         self,

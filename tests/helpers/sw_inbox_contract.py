@@ -137,6 +137,24 @@ def test_search_filters(inbox: Inbox) -> None:
     assert ids(organization_id="o-1", status_class=2) == {a.id, c.id}
 
 
+def test_id_prefix_is_exact_at_the_hex_digit_edges(inbox: Inbox) -> None:
+    ids = ["9" + "f" * 31, "a" + "0" * 31, "f" * 32, "0" * 32, "9e" + "0" * 30]
+    for i, record_id in enumerate(ids):
+        inbox.record(delivery(i, record_id=record_id))
+
+    def found(prefix: str) -> set[str]:
+        return {r.id for r in inbox.search(InboxQuery(id_prefix=prefix)).items}
+
+    assert found("9") == {ids[0], ids[4]}
+    assert found("9f") == {ids[0]}
+    assert found("a") == {ids[1]}
+    assert found("f") == {ids[2]}
+    assert found("f" * 32) == {ids[2]}
+    assert found("0") == {ids[3]}
+    assert found("9e0") == {ids[4]}
+    assert found("b") == set()
+
+
 def test_bad_arguments_are_refused(inbox: Inbox) -> None:
     with pytest.raises(ConfigurationError):
         inbox.search(limit=0)
@@ -158,6 +176,39 @@ def test_counts_per_reason_over_a_window(inbox: Inbox) -> None:
         "handler_failed": 1,
     }
     assert inbox.counts(until=T0 + datetime.timedelta(seconds=10)) == {"processed": 1}
+
+
+def test_window_counts_are_counts_per_window(inbox: Inbox) -> None:
+    for i, reason in enumerate(["processed", "processed", "duplicate", "handler_failed"]):
+        inbox.record(delivery(i * 10, reason=reason))
+
+    def at(seconds: float) -> datetime.datetime:
+        return T0 + datetime.timedelta(seconds=seconds)
+
+    windows: list[tuple[datetime.datetime | None, datetime.datetime | None]] = [
+        (None, None),
+        (at(10), None),
+        (None, at(10)),
+        (at(10), at(25)),
+        (at(0), at(10)),
+        (at(100), None),
+        (at(10), at(10)),
+    ]
+    assert inbox.window_counts(windows) == [
+        {"processed": 2, "duplicate": 1, "handler_failed": 1},
+        {"processed": 1, "duplicate": 1, "handler_failed": 1},
+        {"processed": 1},
+        {"processed": 1, "duplicate": 1},
+        {"processed": 1},
+        {},
+        {},
+    ]
+    assert inbox.window_counts(windows) == [inbox.counts(since=s, until=u) for s, u in windows]
+    hours = [(at(3600 * h - 5), at(3600 * h + 25)) for h in range(3)]
+    assert inbox.window_counts(hours) == [{"processed": 2, "duplicate": 1}, {}, {}]
+    assert inbox.window_counts([]) == []
+    with pytest.raises(ConfigurationError):
+        inbox.window_counts([(datetime.datetime(2026, 1, 1), None)])  # naive
 
 
 def test_slowest_handlers(inbox: Inbox) -> None:
@@ -223,6 +274,7 @@ async def test_async_twins(inbox: Inbox) -> None:
     assert stored.replays == (replay,)
     assert [r.id for r in (await inbox.asearch()).items] == [record.id]
     assert await inbox.acounts() == {"processed": 1}
+    assert await inbox.awindow_counts([(None, None), (T0, T0)]) == [{"processed": 1}, {}]
     assert await inbox.aslowest() == []
     assert await inbox.aprune() == 0
     assert await inbox.apurge() == 1

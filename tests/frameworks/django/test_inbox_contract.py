@@ -16,6 +16,7 @@ from sw_inbox_contract import (
     test_async_twins,
     test_bad_arguments_are_refused,
     test_counts_per_reason_over_a_window,
+    test_id_prefix_is_exact_at_the_hex_digit_edges,
     test_prune_drops_records_past_retention,
     test_prune_keeps_the_newest_within_the_size_cap,
     test_purge_selected_or_all,
@@ -25,6 +26,7 @@ from sw_inbox_contract import (
     test_search_pages_newest_first_and_is_stable_while_new_ones_arrive,
     test_seen_counts_deliveries_per_key,
     test_slowest_handlers,
+    test_window_counts_are_counts_per_window,
 )
 
 from service_webhooks.adapters.django.inbox import DjangoInbox
@@ -36,6 +38,7 @@ __all__ = [
     "test_async_twins",
     "test_bad_arguments_are_refused",
     "test_counts_per_reason_over_a_window",
+    "test_id_prefix_is_exact_at_the_hex_digit_edges",
     "test_prune_drops_records_past_retention",
     "test_prune_keeps_the_newest_within_the_size_cap",
     "test_purge_selected_or_all",
@@ -45,6 +48,7 @@ __all__ = [
     "test_search_pages_newest_first_and_is_stable_while_new_ones_arrive",
     "test_seen_counts_deliveries_per_key",
     "test_slowest_handlers",
+    "test_window_counts_are_counts_per_window",
 ]
 
 
