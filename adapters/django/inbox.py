@@ -125,7 +125,10 @@ class DjangoInbox(SyncInbox):
         if cursor is not None:
             micros, record_id = decode_cursor(cursor)
             moment = _stored_time(from_micros(micros))
-            rows = rows.filter(Q(received_at__lt=moment) | Q(received_at=moment, id__lt=record_id))
+            # the first condition alone is an index range; the OR only trims its edge
+            rows = rows.filter(received_at__lte=moment).filter(
+                Q(received_at__lt=moment) | Q(received_at=moment, id__lt=record_id)
+            )
         found = list(rows.order_by("-received_at", "-id")[: limit + 1])
         items = [_delivery(row) for row in found[:limit]]
         more = len(found) > limit
