@@ -227,6 +227,33 @@ def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
     assert threads[0] != loop_thread
 
 
+@pytest.mark.parametrize("form", ["secret", "list", "mapping"])
+def test_under_aprocess_configured_secrets_are_looked_up_on_the_event_loop(
+    secret: str, signed: Signed, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a static secret or an organization table is a dict lookup: no worker-thread hop
+    import service_webhooks._receiver as receiver_module
+
+    hops: list[Any] = []
+    real = receiver_module.run_in_thread
+
+    async def counting(function: Callable[[Any], Any], argument: Any) -> Any:
+        hops.append(function)
+        return await real(function, argument)
+
+    monkeypatch.setattr(receiver_module, "run_in_thread", counting)
+    config: Any = {"secret": secret, "list": [secret], "mapping": {ORG: secret}}[form]
+    receiver = WebhookReceiver(secrets=config, store=MemoryStore())
+
+    async def handler(event: Event[Any]) -> None:
+        return None
+
+    receiver.on("note.created", handler)
+    outcome = asyncio.run(receiver.aprocess(*signed(org=ORG)))
+    assert outcome.reason == "processed"
+    assert hops == []
+
+
 # -- RetryLater ----------------------------------------------------------------------------
 
 
