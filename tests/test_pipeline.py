@@ -139,6 +139,44 @@ def test_an_undeclared_long_body_is_read_only_to_the_cap_plus_one(
     assert taken == MAX_BODY_SIZE + 1
 
 
+def test_a_body_of_the_declared_length_is_complete_without_another_read(
+    receiver: WebhookReceiver, signed: Signed, mode: str
+) -> None:
+    body, header = signed()
+    halves = [body[:10], body[10:]]
+    asked: list[int] = []
+
+    def read(size: int) -> bytes:
+        asked.append(size)
+        assert halves, "read past the declared Content-Length"
+        return halves.pop(0)
+
+    headers = [("Content-Length", str(len(body))), ("Service-Signature", header)]
+    if mode == "sync":
+        outcome: Outcome | None = receiver.handle("POST", headers, read)
+    else:
+
+        async def aread(size: int) -> bytes:
+            return read(size)
+
+        outcome = asyncio.run(receiver.ahandle("POST", headers, aread))
+    assert outcome is not None
+    assert outcome.reason == "processed"
+    assert asked == [MAX_BODY_SIZE + 1, MAX_BODY_SIZE + 1 - 10]
+
+
+@pytest.mark.parametrize("length", ["\xb2", "1e3", "-1", " 12", ""])
+def test_a_content_length_that_is_not_ascii_digits_counts_as_undeclared(
+    receiver: WebhookReceiver, signed: Signed, mode: str, length: str
+) -> None:
+    body, header = signed()
+    headers = [("Content-Length", length), ("Service-Signature", header)]
+    outcome, taken = handle(receiver, body, headers, mode=mode)
+    assert outcome is not None
+    assert outcome.reason == "processed"
+    assert taken == len(body)
+
+
 def test_transfer_encoding_overrides_content_length(
     receiver: WebhookReceiver, signed: Signed, mode: str
 ) -> None:
