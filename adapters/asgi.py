@@ -56,14 +56,16 @@ class WebhookApp:
         self.receiver = receiver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
+        kind = scope["type"]
+        if kind == "http":
+            outcome = await self.receiver.ahandle(
+                scope["method"], scope["headers"], _reader(receive)
+            )
+            if outcome is not None:  # None: the client went away; nothing was processed
+                await _respond(send, outcome)
+        elif kind == "lifespan":
             await _lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return  # websocket: not ours
-        outcome = await self.receiver.ahandle(scope["method"], scope["headers"], _reader(receive))
-        if outcome is not None:  # None: the client went away; nothing was processed
-            await _respond(send, outcome)
+        # websocket: not ours
 
 
 class WebhookMiddleware:
@@ -161,8 +163,9 @@ async def _respond(send: Send, outcome: Outcome) -> None:
     body = outcome.body
     headers = [
         (b"content-type", outcome.content_type.encode("latin-1")),
-        (b"content-length", str(len(body)).encode("latin-1")),
+        (b"content-length", b"%d" % len(body)),
     ]
-    headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in outcome.headers)
+    if outcome.headers:  # only 405 and 503 answers have any
+        headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in outcome.headers]
     await send({"type": "http.response.start", "status": outcome.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -1,7 +1,8 @@
 """Flask adapter: a blueprint bound to a receiver, and the ``init_app`` extension.
 
-Read, call, write: the view hands the method, the headers and the WSGI input stream
-(never ``request.data`` or ``request.form``: form parsing would empty them) to
+Read, call, write: the view hands the method, the header lines the receiver reads
+(from the ``environ``) and the WSGI input stream (never ``request.data`` or
+``request.form``: form parsing would empty them) to
 :meth:`~service_webhooks.WebhookReceiver.handle`, which reads at most ``limit + 1``
 bytes and decides the answer, and writes its :class:`~service_webhooks.Outcome`.
 ``limit`` is the receiver's ``max_body_size`` (1 MiB, spec §6.1), or Flask's
@@ -35,14 +36,16 @@ Extension, configured from ``app.config`` (keys in :data:`CONFIG_KEYS`); it also
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Blueprint, Flask, Response, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import Rule
 from werkzeug.wsgi import get_input_stream
 
-from service_webhooks import SETTINGS, ConfigurationError, Outcome, Router, WebhookReceiver
+from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver
+
+from ._wsgi import environ_headers
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
@@ -73,7 +76,7 @@ def webhook_blueprint(
     """
     if not isinstance(receiver, WebhookReceiver):
         raise TypeError("webhook_blueprint needs a WebhookReceiver")
-    return _blueprint(lambda: receiver, url, name)
+    return _blueprint(lambda app: receiver, url, name)
 
 
 class ServiceWebhooks:
@@ -127,42 +130,42 @@ class ServiceWebhooks:
         return WebhookReceiver(**options, router=router)
 
 
-def _current_receiver() -> WebhookReceiver:
-    receiver: WebhookReceiver = current_app.extensions[EXTENSION_KEY]
+def _current_receiver(app: Flask) -> WebhookReceiver:
+    receiver: WebhookReceiver = app.extensions[EXTENSION_KEY]
     return receiver
 
 
-def _blueprint(get_receiver: Callable[[], WebhookReceiver], url: str, name: str) -> Blueprint:
+def _blueprint(receiver_of: Callable[[Flask], WebhookReceiver], url: str, name: str) -> Blueprint:
     if not url.startswith("/"):
         raise ValueError("url must start with '/'")
     blueprint = Blueprint(name, __name__)
     bare = url.rstrip("/")
 
-    def deliver() -> Response:
-        receiver = get_receiver()
-        limit = request.max_content_length  # Flask's own cap, when smaller: honour it
-        stream = get_input_stream(request.environ)
-        method = request.environ.get("REQUEST_METHOD", "")  # request.method is upper-cased
-        outcome = receiver.handle(method, request.headers.items(), stream.read, max_body_size=limit)
-        return _respond(outcome)
-
     def register(state: BlueprintSetupState) -> None:
+        app = cast(Flask, state.app)  # one view per app: that app's receiver, its responses
+
+        def deliver() -> Response:
+            environ = request.environ
+            outcome = receiver_of(app).handle(
+                environ.get("REQUEST_METHOD", ""),  # as sent: request.method is upper-cased
+                environ_headers(environ),  # not request.headers: see adapters/_wsgi.py
+                get_input_stream(environ).read,
+                max_body_size=request.max_content_length,  # Flask's cap, when smaller
+            )
+            return app.response_class(
+                outcome.body,
+                status=outcome.status,
+                headers=outcome.headers,
+                content_type=outcome.content_type,
+            )
+
         # werkzeug Rules with methods=None match every method (Flask's add_url_rule
         # would default to GET); one per spelling, so neither redirects to the other
         prefix = (state.url_prefix or "").rstrip("/")
         endpoint = f"{state.name_prefix}.{state.name}.deliver".lstrip(".")
         for path in (prefix + bare or "/", prefix + bare + "/"):
-            state.app.url_map.add(Rule(path, endpoint=endpoint, methods=None))
-        state.app.view_functions[endpoint] = deliver
+            app.url_map.add(Rule(path, endpoint=endpoint, methods=None))
+        app.view_functions[endpoint] = deliver
 
     blueprint.record(register)
     return blueprint
-
-
-def _respond(outcome: Outcome) -> Response:
-    return current_app.response_class(
-        outcome.body,
-        status=outcome.status,
-        headers=list(outcome.headers),
-        content_type=outcome.content_type,
-    )

@@ -120,7 +120,9 @@ def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
 
 class _Static:
     __slots__ = ("_secrets",)
-    blocking = False  # a lookup in memory: aprocess calls it on the event loop
+    # read by the receiver: a lookup that never blocks is called on the event loop
+    # under aprocess (a callable's may block, so it runs in a worker thread)
+    blocking = False
 
     def __init__(self, secrets: tuple[Secret, ...]) -> None:
         self._secrets = secrets
@@ -134,7 +136,7 @@ class _Static:
 
 class _PerOrganization:
     __slots__ = ("_table",)
-    blocking = False
+    blocking = False  # a dict lookup (see _Static)
 
     def __init__(self, table: dict[str, tuple[Secret, ...]]) -> None:
         self._table = table
@@ -148,6 +150,8 @@ class _PerOrganization:
 
 class _Callable:
     __slots__ = ("_function",)
+
+    blocking = True  # the user's function may do I/O: aprocess calls it in a worker thread
 
     def __init__(self, function: Callable[[str], SecretLike | Sequence[SecretLike] | None]):
         self._function = function

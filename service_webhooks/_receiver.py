@@ -397,24 +397,28 @@ class WebhookReceiver:
         error = _request_line_error(method, length, limit)
         if error is not None:
             return self._rejected(error, started)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = read(limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        body = read(limit + 1)
+        size = len(body)
+        if body and size != length and size <= limit:  # more may follow: read to the end
+            chunks = [body]
+            while size <= limit and size != length:
+                chunk = read(limit + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if size > limit:
-            return self._rejected(
-                PayloadTooLargeError(f"body is larger than {limit} bytes"), started
-            )
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return self._rejected(_too_large(limit), started)
         if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
             # through process(), not the recorder directly: a subclass overriding it
             # (the Django TransactionalReceiver) keeps its behaviour with an inbox
             return self.process(
-                body, signature, method=method, content_type=content_type, user_agent=user_agent
+                body,
+                signature,
+                method=method,
+                content_type=_text(content_type),
+                user_agent=_text(user_agent),
             )
         return self.process(body, signature, method=method)
 
@@ -444,24 +448,30 @@ class WebhookReceiver:
         error = _request_line_error(method, length, limit)
         if error is not None:
             return self._rejected(error, started)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = await read(limit + 1 - size)
-            if chunk is None:
-                return None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        body = await read(limit + 1)
+        if body is None:
+            return None
+        size = len(body)
+        if body and size != length and size <= limit:  # more may follow, as in handle
+            chunks = [body]
+            while size <= limit and size != length:
+                chunk = await read(limit + 1 - size)
+                if chunk is None:
+                    return None
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if size > limit:
-            return self._rejected(
-                PayloadTooLargeError(f"body is larger than {limit} bytes"), started
-            )
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return self._rejected(_too_large(limit), started)
         if self._recorder is not None:  # inbox: keep Content-Type and User-Agent
             return await self.aprocess(  # through aprocess, as in handle
-                body, signature, method=method, content_type=content_type, user_agent=user_agent
+                body,
+                signature,
+                method=method,
+                content_type=_text(content_type),
+                user_agent=_text(user_agent),
             )
         return await self.aprocess(body, signature, method=method)
 
@@ -828,43 +838,57 @@ def _request_line_error(method: str, size: int | None, limit: int) -> WebhookErr
 
 def _scan_headers(
     headers: Headers,
-) -> tuple[str | bytes | None, int | None, str | None, str | None]:
+) -> tuple[str | bytes | None, int | None, str | bytes | None, str | bytes | None]:
     """In one pass over the header lines: the ``Service-Signature`` value
     (:data:`_REPEATED` for two lines or more), the declared ``Content-Length`` (``None``
     when absent, not a number, or overridden by a ``Transfer-Encoding``, RFC 9112 §6.3),
-    and the ``Content-Type`` and ``User-Agent`` the inbox keeps (the last of each, as
-    text of at most 512 characters; nothing else is kept)."""
+    and the raw ``Content-Type`` and ``User-Agent`` the inbox keeps (the last of each;
+    :func:`_text` makes them text). Every other line costs one ``lower`` and one lookup."""
     signature: str | bytes | None = None
     length: int | None = None
     chunked = False
     content_type: str | bytes | None = None
     user_agent: str | bytes | None = None
+    slots = _SLOTS
     for name, value in headers:
-        lowered = name.lower()
-        if lowered in _SIGNATURE_NAMES:
+        slot = slots.get(name.lower())
+        if slot is None:
+            continue
+        if slot == _SIGNATURE:
             signature = value if signature is None else _REPEATED
-        elif lowered in _LENGTH_NAMES:
-            length = int(value) if value.isdigit() else None
-        elif lowered in _TRANSFER_ENCODING_NAMES:
+        elif slot == _LENGTH:  # ASCII digits only (RFC 9110 §8.6): int() refuses "²"
+            length = int(value) if value.isdigit() and value.isascii() else None
+        elif slot == _TRANSFER_ENCODING:
             chunked = True
-        elif lowered in _CONTENT_TYPE_NAMES:
+        elif slot == _CONTENT_TYPE:
             content_type = value
-        elif lowered in _USER_AGENT_NAMES:
+        else:
             user_agent = value
-    return signature, None if chunked else length, _text(content_type), _text(user_agent)
+    return signature, None if chunked else length, content_type, user_agent
 
 
 def _text(value: str | bytes | None) -> str | None:
+    """A header value kept in the inbox: text (bytes read as Latin-1), at most 512 characters."""
     if value is None:
         return None
     return (value.decode("latin-1") if isinstance(value, bytes) else value)[:512]
 
 
-_SIGNATURE_NAMES = frozenset((SIGNATURE_HEADER.lower(), SIGNATURE_HEADER.lower().encode()))
-_LENGTH_NAMES = frozenset(("content-length", b"content-length"))
-_TRANSFER_ENCODING_NAMES = frozenset(("transfer-encoding", b"transfer-encoding"))
-_CONTENT_TYPE_NAMES = frozenset(("content-type", b"content-type"))
-_USER_AGENT_NAMES = frozenset(("user-agent", b"user-agent"))
+def _too_large(limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"body is larger than {limit} bytes")
+
+
+_SIGNATURE, _LENGTH, _TRANSFER_ENCODING, _CONTENT_TYPE, _USER_AGENT = range(5)
+_SLOTS: dict[str | bytes, int] = {}  # lower-cased header name, str or bytes -> its slot
+for _name, _slot in (
+    (SIGNATURE_HEADER.lower(), _SIGNATURE),
+    ("content-length", _LENGTH),
+    ("transfer-encoding", _TRANSFER_ENCODING),
+    ("content-type", _CONTENT_TYPE),
+    ("user-agent", _USER_AGENT),
+):
+    _SLOTS[_name] = _SLOTS[_name.encode()] = _slot
+del _name, _slot
 
 
 class _ClaimLost(Exception):

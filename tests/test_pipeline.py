@@ -139,6 +139,44 @@ def test_an_undeclared_long_body_is_read_only_to_the_cap_plus_one(
     assert taken == MAX_BODY_SIZE + 1
 
 
+def test_a_body_of_the_declared_length_is_complete_without_another_read(
+    receiver: WebhookReceiver, signed: Signed, mode: str
+) -> None:
+    body, header = signed()
+    halves = [body[:10], body[10:]]
+    asked: list[int] = []
+
+    def read(size: int) -> bytes:
+        asked.append(size)
+        assert halves, "read past the declared Content-Length"
+        return halves.pop(0)
+
+    headers = [("Content-Length", str(len(body))), ("Service-Signature", header)]
+    if mode == "sync":
+        outcome: Outcome | None = receiver.handle("POST", headers, read)
+    else:
+
+        async def aread(size: int) -> bytes:
+            return read(size)
+
+        outcome = asyncio.run(receiver.ahandle("POST", headers, aread))
+    assert outcome is not None
+    assert outcome.reason == "processed"
+    assert asked == [MAX_BODY_SIZE + 1, MAX_BODY_SIZE + 1 - 10]
+
+
+@pytest.mark.parametrize("length", ["\xb2", "1e3", "-1", " 12", ""])
+def test_a_content_length_that_is_not_ascii_digits_counts_as_undeclared(
+    receiver: WebhookReceiver, signed: Signed, mode: str, length: str
+) -> None:
+    body, header = signed()
+    headers = [("Content-Length", length), ("Service-Signature", header)]
+    outcome, taken = handle(receiver, body, headers, mode=mode)
+    assert outcome is not None
+    assert outcome.reason == "processed"
+    assert taken == len(body)
+
+
 def test_transfer_encoding_overrides_content_length(
     receiver: WebhookReceiver, signed: Signed, mode: str
 ) -> None:
@@ -227,23 +265,31 @@ def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
     assert threads[0] != loop_thread
 
 
-@pytest.mark.parametrize("secrets", ["static", "mapping"], ids=["one-secret", "per-organization"])
-def test_under_aprocess_secrets_held_in_memory_are_read_on_the_event_loop(
-    secret: str, signed: Signed, monkeypatch: pytest.MonkeyPatch, secrets: str
+@pytest.mark.parametrize("form", ["secret", "list", "mapping"])
+def test_under_aprocess_configured_secrets_are_looked_up_on_the_event_loop(
+    secret: str, signed: Signed, form: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a static secret or an organization table is a dict lookup: no worker-thread hop
     import service_webhooks._receiver as receiver_module
 
-    async def no_thread(*args: Any) -> Any:
-        raise AssertionError("a lookup in memory went to a worker thread")
+    hops: list[Any] = []
+    real = receiver_module.run_in_thread
 
-    monkeypatch.setattr(receiver_module, "run_in_thread", no_thread)
-    body, header = signed()
-    organization = header.split("o:", 1)[1].split(",", 1)[0]
-    config: Any = secret if secrets == "static" else {organization: secret}
+    async def counting(function: Callable[[Any], Any], argument: Any) -> Any:
+        hops.append(function)
+        return await real(function, argument)
+
+    monkeypatch.setattr(receiver_module, "run_in_thread", counting)
+    config: Any = {"secret": secret, "list": [secret], "mapping": {ORG: secret}}[form]
     receiver = WebhookReceiver(secrets=config, store=MemoryStore())
-    receiver.on("note.created", lambda event: None)
-    outcome = asyncio.run(receiver.aprocess(body, header))
+
+    async def handler(event: Event[Any]) -> None:
+        return None
+
+    receiver.on("note.created", handler)
+    outcome = asyncio.run(receiver.aprocess(*signed(org=ORG)))
     assert outcome.reason == "processed"
+    assert hops == []
 
 
 # -- RetryLater ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 
 from service_webhooks import Outcome, WebhookReceiver
 
+from .._wsgi import environ_headers
 from .conf import get_config
 from .conf import receiver as project_receiver
 
@@ -48,12 +49,13 @@ def webhook_view(
         )
 
     def deliver(request: HttpRequest) -> HttpResponse:
-        read = _stream(request).read
-        return _respond(target.handle(_method(request), _headers(request), read))
+        method, headers = _request_line(request)
+        return _respond(target.handle(method, headers, _stream(request).read))
 
     async def adeliver(request: HttpRequest) -> HttpResponse:
+        method, headers = _request_line(request)
         read = _stream(request).read  # Django's ASGI handler has spooled the body already
-        outcome = await target.ahandle(_method(request), _headers(request), _async(read))
+        outcome = await target.ahandle(method, headers, _async(read))
         return _respond(cast(Outcome, outcome))  # None only when a read says disconnected
 
     view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
@@ -62,24 +64,20 @@ def webhook_view(
     return view  # type: ignore[no-any-return]
 
 
-def _method(request: HttpRequest) -> str:
-    """The method exactly as received: Django upper-cases ``request.method``, but methods
-    are case-sensitive (RFC 9110 §9.1), so ``post`` must reach the receiver as is."""
+def _request_line(request: HttpRequest) -> tuple[str, Any]:
+    """The method exactly as received, and one ``(name, value)`` pair per header line.
+
+    Django upper-cases ``request.method``, but methods are case-sensitive (RFC 9110
+    §9.1), so ``post`` must reach the receiver as is. Under ASGI the headers are the
+    server's own list (Django joins repeated lines with ``","``, which could make two
+    partial ``Service-Signature`` lines read as one valid value); under WSGI the few the
+    receiver reads, straight from ``META`` (the server has joined them already).
+    """
     scope = getattr(request, "scope", None)  # ASGI
     if scope is not None:
-        return str(scope.get("method", ""))
-    return str(request.META.get("REQUEST_METHOD", request.method or ""))
-
-
-def _headers(request: HttpRequest) -> Any:
-    """One ``(name, value)`` pair per header line: under ASGI the server's own list
-    (Django joins repeated lines with ``","``, which could make two partial
-    ``Service-Signature`` lines read as one valid value); under WSGI the ``environ``'s,
-    where the server has joined them already."""
-    scope = getattr(request, "scope", None)
-    if scope is not None:
-        return scope.get("headers", [])
-    return request.headers.items()
+        return str(scope.get("method", "")), scope.get("headers", [])
+    meta = request.META
+    return str(meta.get("REQUEST_METHOD", request.method or "")), environ_headers(meta)
 
 
 def _stream(request: HttpRequest) -> Any:

@@ -1,0 +1,38 @@
+"""The Flask and Django (WSGI) views hand the receiver the header lines it reads, taken
+from the ``environ`` by key rather than through the framework's header view."""
+
+from __future__ import annotations
+
+from service_webhooks._receiver import _SLOTS
+from service_webhooks.adapters._wsgi import environ_headers
+
+ENVIRON = {
+    "REQUEST_METHOD": "POST",
+    "HTTP_HOST": "example.com",
+    "HTTP_SERVICE_SIGNATURE": "o:o-1,t:1,v:AAAA",
+    "HTTP_TRANSFER_ENCODING": "chunked",
+    "HTTP_USER_AGENT": "Service-Webhooks/2.0",
+    "HTTP_X_FORWARDED_FOR": "10.0.0.1",
+    "CONTENT_LENGTH": "12",
+    "CONTENT_TYPE": "application/json",
+    "wsgi.input": None,
+}
+
+
+def test_every_header_the_receiver_reads_is_taken_and_no_other() -> None:
+    lines = environ_headers(ENVIRON)
+    assert {name.lower() for name, _ in lines} == {k for k in _SLOTS if isinstance(k, str)}
+    assert dict(lines) == {
+        "Service-Signature": "o:o-1,t:1,v:AAAA",
+        "Transfer-Encoding": "chunked",
+        "User-Agent": "Service-Webhooks/2.0",
+        "Content-Length": "12",
+        "Content-Type": "application/json",
+    }
+
+
+def test_an_empty_cgi_variable_is_an_absent_header_an_empty_http_one_was_sent() -> None:
+    # PEP 3333: CONTENT_TYPE and CONTENT_LENGTH may be empty when the header is absent
+    environ = {"CONTENT_TYPE": "", "CONTENT_LENGTH": "", "HTTP_SERVICE_SIGNATURE": ""}
+    assert environ_headers(environ) == [("Service-Signature", "")]
+    assert environ_headers({}) == []
