@@ -423,7 +423,9 @@ class PostgresStore:
         store's database.
 
         Args:
-            key, token, retention: As for :meth:`complete` (retention in seconds).
+            key: The idempotency key, as for :meth:`complete`.
+            token: The caller's claim token.
+            retention: Seconds the completed key is kept.
             statement: One ``INSERT``, ``UPDATE`` or ``DELETE`` (``%s`` placeholders) on
                 this database, usable inside ``WITH`` (``RETURNING`` allowed).
             params: Its parameters.

@@ -240,7 +240,9 @@ class SQLiteStore(SyncStore):
         when the inbox is in this store's file.
 
         Args:
-            key, token, retention: As for :meth:`complete` (retention in seconds).
+            key: The idempotency key, as for :meth:`complete`.
+            token: The caller's claim token.
+            retention: Seconds the completed key is kept.
             statement: One SQL statement (``?`` placeholders) on this database.
             params: Its parameters.
 
