@@ -82,6 +82,19 @@ def test_sign_matches_the_spec_formula() -> None:
     assert header() == f"o:o-1,t:{NOW},v:{base64.b64encode(expected.digest()).decode()}"
 
 
+@pytest.mark.parametrize("size", [0, 200, 70_000])
+def test_without_the_openssl_binding_the_hmac_module_gives_the_same_digest(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service_webhooks import _signing
+
+    body = b"x" * size
+    with_binding = header(body)
+    monkeypatch.setattr(_signing, "_hmac_new", None)  # an interpreter without _hashlib
+    assert header(body) == with_binding
+    assert verify(body, with_binding, [Secret(KEY)], now=NOW).timestamp == NOW
+
+
 @pytest.mark.parametrize("org", ["", "a,b", "tab\there"])
 def test_sign_refuses_organization_ids_that_cannot_round_trip(org: str) -> None:
     with pytest.raises(SignatureFormatError):
