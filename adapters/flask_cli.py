@@ -15,7 +15,14 @@ from flask.cli import AppGroup
 
 from service_webhooks import WebhookReceiver
 from service_webhooks.inbox import Inbox
-from service_webhooks.inbox.commands import every, find, record_line, selection, show_lines
+from service_webhooks.inbox.commands import (
+    every,
+    find,
+    record_line,
+    replay_line,
+    selection,
+    show_lines,
+)
 
 from .flask import EXTENSION_KEY
 
@@ -134,10 +141,7 @@ def replay_command(
             continue
         outcome = receiver.replay(record.id, force=force)
         failed += not outcome.ok
-        click.echo(
-            f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
-            f"{outcome.status} {outcome.reason}"
-        )
+        click.echo(replay_line(record, outcome))
     click.echo(f"{len(records)} {'would be replayed' if dry_run else 'replayed'}", err=True)
     if failed:
         raise click.ClickException(f"{failed} replay(s) did not succeed")

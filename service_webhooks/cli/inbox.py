@@ -28,6 +28,7 @@ import click
 
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
+from service_webhooks.inbox.commands import replay_line
 from service_webhooks.stores import redact_url
 
 from ._output import console as make_console
@@ -365,10 +366,7 @@ def replay(
             failed += 1
             continue
         failed += not outcome.ok
-        click.echo(
-            f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
-            f"{outcome.status} {outcome.reason}"
-        )
+        click.echo(replay_line(record, outcome))
     click.echo(f"{len(records)} replayed, {failed} not successful", err=True)
     if failed:
         sys.exit(1)

@@ -11,10 +11,22 @@ import datetime
 import json
 import re
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ._base import Inbox, InboxQuery, ReceivedDelivery
 
-__all__ = ["every", "find", "parse_since", "record_line", "selection", "show_lines"]
+if TYPE_CHECKING:
+    from .._outcome import Outcome
+
+__all__ = [
+    "every",
+    "find",
+    "parse_since",
+    "record_line",
+    "replay_line",
+    "selection",
+    "show_lines",
+]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -103,6 +115,14 @@ def record_line(record: ReceivedDelivery) -> str:
         f"{record.id}\t{record.received_at:%Y-%m-%d %H:%M:%S}\t{record.organization_id}\t"
         f"{record.event_name or '-'}\t{record.status} {record.reason}\tseen={record.seen}"
         + replayed
+    )
+
+
+def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:
+    """``ID  EVENT  REASON -> STATUS REASON`` (tabs): a record and its replay's answer."""
+    return (
+        f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
+        f"{outcome.status} {outcome.reason}"
     )
 
 

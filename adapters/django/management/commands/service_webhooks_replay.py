@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from service_webhooks.inbox.commands import every, find, selection
+from service_webhooks.inbox.commands import every, find, replay_line, selection
 
 
 class Command(BaseCommand):
@@ -53,10 +53,7 @@ class Command(BaseCommand):
                 continue
             outcome = receiver.replay(record.id, force=options["force"])
             failed += not outcome.ok
-            self.stdout.write(
-                f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
-                f"{outcome.status} {outcome.reason}"
-            )
+            self.stdout.write(replay_line(record, outcome))
         verb = "would be replayed" if options["dry_run"] else f"replayed, {failed} not successful"
         self.stderr.write(f"{len(records)} {verb}")
         if failed:
