@@ -53,6 +53,7 @@ from ._idempotency import (
 from ._outcome import PROCESSED, Outcome, outcome_for_error
 from ._signing import parse_signature_header
 from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros
+from .inbox._sql import SQLInbox
 from .inbox._sqlite import SQLiteInbox
 from .inbox._url import inbox_from_url
 from .stores._base import IdempotencyStore
@@ -143,6 +144,8 @@ class Note:
         signature: str | bytes | None,
         content_type: str | None,
         user_agent: str | None,
+        *,
+        live: bool = False,
     ) -> None:
         self.received = time.time()
         self.body = body
@@ -155,7 +158,7 @@ class Note:
         self.detail = ""
         self.error_type: str | None = None
         self.error: BaseException | None = None
-        self.live = False  # a delivery (not a replay): its record is still to be written
+        self.live = live  # a delivery (not a replay): its record is still to be written
         self.recorded = False  # written with the completion (Recorder.complete)
 
 
@@ -193,16 +196,25 @@ class Recorder:
     def __init__(self, receiver: WebhookReceiver, inbox: Inbox) -> None:
         self.receiver = receiver
         self.inbox = inbox
-        shares = getattr(inbox, "shares_database", None)
-        self.joined = bool(shares is not None and shares(receiver.store))
+        self._joined_inbox = (
+            inbox if isinstance(inbox, SQLInbox) and inbox.shares_database(receiver.store) else None
+        )
+        """The inbox when a processed delivery's record goes in the completion's
+        transaction (it and the store share a database), else ``None``."""
+
+    @property
+    def joined(self) -> bool:
         """Whether a processed delivery's record goes in the completion's transaction."""
+        return self._joined_inbox is not None
 
     def _joined_record(
         self, plan: _Plan, handler_time: float
-    ) -> tuple[Note, tuple[str, list[Any]]] | None:
-        """The live delivery's note and its record as a statement, for a completion."""
+    ) -> tuple[Note, SQLInbox, str, list[Any]] | None:
+        """The live delivery's note, the inbox and its record as a statement, for a
+        completion; ``None`` for a replay or an inbox in another database."""
         note = _current.get()
-        if note is None or not note.live:
+        inbox = self._joined_inbox
+        if note is None or not note.live or inbox is None:
             return None  # a replay: recorded on its delivery (add_replay), not as a new one
         event = plan.event
         note.version, note.key = event.version, event.idempotency_key
@@ -210,7 +222,7 @@ class Recorder:
         outcome = Outcome(PROCESSED.status, PROCESSED.reason, (), event.name, event.organization_id)
         delivery = self._delivery(note, outcome)
         assert delivery is not None  # verified and decoded: always recorded
-        return note, self.inbox.record_statement(delivery)  # type: ignore[attr-defined]
+        return note, inbox, *inbox.record_statement(delivery)
 
     def complete(self, plan: _Plan, handler_time: float, retention: float) -> None:
         """Complete the claim and record the processed delivery in one transaction.
@@ -225,10 +237,10 @@ class Recorder:
         if joined is None:
             guard(store.complete, key, token, retention)
             return
-        note, (statement, params) = joined
+        note, inbox, statement, params = joined
         guard(store.complete_with, key, token, retention, statement, params)
         note.recorded = True
-        self.inbox.recorded()  # type: ignore[attr-defined]
+        inbox.recorded()
 
     async def acomplete(self, plan: _Plan, handler_time: float, retention: float) -> None:
         """Async twin of :meth:`complete`."""
@@ -238,10 +250,10 @@ class Recorder:
         if joined is None:
             await aguard(store.acomplete(key, token, retention))
             return
-        note, (statement, params) = joined
+        note, inbox, statement, params = joined
         await aguard(store.acomplete_with(key, token, retention, statement, params))
         note.recorded = True
-        await self.inbox.arecorded()  # type: ignore[attr-defined]
+        await inbox.arecorded()
 
     def process(
         self,
@@ -252,8 +264,7 @@ class Recorder:
         user_agent: str | None,
     ) -> Outcome:
         receiver = self.receiver
-        note = Note(body, signature, content_type, user_agent)
-        note.live = True
+        note = Note(body, signature, content_type, user_agent, live=True)
         reset = _current.set(note)
         try:
             tracer = receiver.tracer
@@ -284,8 +295,7 @@ class Recorder:
         user_agent: str | None,
     ) -> Outcome:
         receiver = self.receiver
-        note = Note(body, signature, content_type, user_agent)
-        note.live = True
+        note = Note(body, signature, content_type, user_agent, live=True)
         reset = _current.set(note)
         try:
             tracer = receiver.tracer
