@@ -153,9 +153,19 @@ class SQLiteStore(SyncStore):
             self._loop_connections[loop] = connection
         return connection
 
-    async def _on_loop(self, work: Callable[..., T], fallback: Callable[..., T], *args: Any) -> T:
-        """``work(connection, *args)`` on the loop's connection; ``fallback(*args)`` in a
-        worker thread when another connection holds the write lock (nothing was written)."""
+    async def _twin(self, name: str, work: Callable[..., T], *args: Any) -> T:
+        """The async twin of the sync method ``name``: ``work(connection, *args)`` on the
+        loop's connection, or ``name`` itself in a worker thread when a subclass
+        overrides it."""
+        if name in self._overridden:
+            method: Callable[..., T] = getattr(self, name)
+            return await asyncio.to_thread(method, *args)
+        return await self._on_loop(work, *args)
+
+    async def _on_loop(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(connection, *args)`` on the loop's connection; on this thread's ordinary
+        connection, in a worker thread, when another connection holds the write lock
+        (nothing was written)."""
         connection = None
         try:
             connection = self._loop_connection()
@@ -165,11 +175,14 @@ class SQLiteStore(SyncStore):
                 raise
             if connection is not None and connection.in_transaction:
                 connection.execute("ROLLBACK")
-            return await asyncio.to_thread(fallback, *args)
+            return await asyncio.to_thread(self._in_thread, work, *args)
         self._loop_writes += 1
         if self._loop_writes % CHECKPOINT_EVERY == 0:
             await asyncio.to_thread(self._checkpoint)
         return result
+
+    def _in_thread(self, work: Callable[..., T], *args: Any) -> T:
+        return work(self._connection(), *args)
 
     def _checkpoint(self) -> None:
         self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -185,43 +198,35 @@ class SQLiteStore(SyncStore):
         self._connection()
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        state, prune = self._claim(self._connection(), key, token, lease)
-        if prune:
+        state = self._claim(self._connection(), key, token, lease)
+        if state is ClaimState.NEW and self._prune_due():
             self.prune()
         return state
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
-        if "claim" in self._overridden:
+        if "claim" in self._overridden:  # the override prunes, as claim does
             return await asyncio.to_thread(self.claim, key, token, lease)
-        state, prune = await self._on_loop(self._claim, self._claim_in_thread, key, token, lease)
-        if prune:
+        state = await self._on_loop(self._claim, key, token, lease)
+        if state is ClaimState.NEW and self._prune_due():
             await asyncio.to_thread(self.prune)
         return state
 
-    def _claim_in_thread(self, key: str, token: str, lease: float) -> tuple[ClaimState, bool]:
-        return self._claim(self._connection(), key, token, lease)
-
     def _claim(
         self, connection: sqlite3.Connection, key: str, token: str, lease: float
-    ) -> tuple[ClaimState, bool]:
-        """The claim's state, and whether a prune is due now."""
+    ) -> ClaimState:
         now = self._now()
         if connection.execute(_CLAIM, (key, token, now + lease, now)).rowcount == 1:
-            return ClaimState.NEW, self._prune_due()
+            return ClaimState.NEW
         row = connection.execute(_STATE, (key, now)).fetchone()
         # No row: the holder released it between our two statements. Say in flight,
         # so the service retries instead of this caller racing the next claimer.
-        if row is not None and row[0] == "done":
-            return ClaimState.DONE, False
-        return ClaimState.IN_FLIGHT, False
+        return ClaimState.DONE if row is not None and row[0] == "done" else ClaimState.IN_FLIGHT
 
     def complete(self, key: str, token: str, retention: float) -> bool:
         return self._complete(self._connection(), key, token, retention)
 
     async def acomplete(self, key: str, token: str, retention: float) -> bool:
-        if "complete" in self._overridden:
-            return await asyncio.to_thread(self.complete, key, token, retention)
-        return await self._on_loop(self._complete, self.complete, key, token, retention)
+        return await self._twin("complete", self._complete, key, token, retention)
 
     def _complete(
         self, connection: sqlite3.Connection, key: str, token: str, retention: float
@@ -258,12 +263,8 @@ class SQLiteStore(SyncStore):
         self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
     ) -> bool:
         """Async twin of :meth:`complete_with`."""
-        if "complete_with" in self._overridden:
-            return await asyncio.to_thread(
-                self.complete_with, key, token, retention, statement, params
-            )
-        return await self._on_loop(
-            self._complete_with, self.complete_with, key, token, retention, statement, params
+        return await self._twin(
+            "complete_with", self._complete_with, key, token, retention, statement, params
         )
 
     def _complete_with(
@@ -291,9 +292,7 @@ class SQLiteStore(SyncStore):
         return self._release(self._connection(), key, token)
 
     async def arelease(self, key: str, token: str) -> bool:
-        if "release" in self._overridden:
-            return await asyncio.to_thread(self.release, key, token)
-        return await self._on_loop(self._release, self.release, key, token)
+        return await self._twin("release", self._release, key, token)
 
     def _release(self, connection: sqlite3.Connection, key: str, token: str) -> bool:
         return connection.execute(_RELEASE, (key, token)).rowcount == 1
