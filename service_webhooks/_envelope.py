@@ -16,10 +16,18 @@ unknown field, is malformed (400). The check costs next to nothing for an ASCII 
 
 ``data`` is decoded straight into the typed model of :mod:`service_webhooks._events`
 when one exists for ``(eventName, version)``, else into plain JSON values. The body
-is never copied or turned into ``str``: msgspec reads the bytes directly. A known
-event is decoded in one pass (a union of typed envelopes tagged by ``eventName``);
-anything else, or anything that pass refuses, takes the general two-step path, whose
-verdict and error message are the ones that count.
+is never copied or turned into ``str``: msgspec reads the bytes directly.
+
+One pass when it can, two when it must. The service writes ``eventName`` and
+``version`` first (``{"eventName":"note.created","version":1,...``), so those bytes
+choose the decoder: the envelope typed for that event when a model is known, else the
+envelope with ``data`` as plain JSON, and the whole body is decoded once. The pass
+counts only if the decoded ``eventName`` and ``version`` are the ones it was chosen
+for (a duplicated key, say, can make them differ). Anything else (another key order,
+a mismatch, any error) takes the general path: the envelope with ``data`` left raw,
+then ``data`` with the model its name and version select. That path's verdict and
+error message are the ones that count, so both paths accept and refuse the same
+bodies and return the same envelope.
 """
 
 from __future__ import annotations
@@ -95,6 +103,58 @@ _model_decoders: dict[tuple[str, int], msgspec.json.Decoder[Any]] = {
 }
 
 
+class _PlainEnvelope(msgspec.Struct, frozen=True):
+    """One pass over an envelope whose event has no model: ``data`` as plain JSON."""
+
+    eventName: Annotated[str, msgspec.Meta(min_length=1)]
+    version: int
+    data: Any
+
+
+def _typed_envelope(model: type[Any]) -> type[Any]:
+    """One pass over an envelope whose ``data`` is ``model``."""
+    return msgspec.defstruct(
+        f"_{model.__name__}Envelope",
+        [
+            ("eventName", Annotated[str, msgspec.Meta(min_length=1)]),
+            ("version", int),
+            ("data", model),
+        ],
+        frozen=True,
+    )
+
+
+_plain_decoder = msgspec.json.Decoder(_PlainEnvelope)
+_typed: list[tuple[tuple[bytes, bytes], tuple[str, int], Any]] = []  # (heads, key, decoder)
+for (_name, _version), _model in EVENT_MODELS.items():
+    _start = b'{"eventName":"%s","version":%d' % (_name.encode(), _version)
+    _heads = (_start + b",", _start + b"}")  # how the service starts this event's body
+    _typed.append((_heads, (_name, _version), msgspec.json.Decoder(_typed_envelope(_model))))
+del _name, _version, _model, _start, _heads
+_TYPED_HEADS = tuple(head for heads, _, _ in _typed for head in heads)
+
+
+def _one_pass(body: bytes) -> Envelope | None:
+    """The envelope in one pass, or ``None`` when the general path must decide."""
+    key = None
+    decoder: Any = _plain_decoder
+    if body.startswith(_TYPED_HEADS):  # one C call, whatever the event
+        for heads, key, decoder in _typed:  # noqa: B007 - the matching entry is kept
+            if body.startswith(heads):
+                break
+    try:
+        envelope = decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None  # the general path words the error
+    name, version = envelope.eventName, envelope.version
+    if key is None:
+        if (name, version) in _model_decoders:
+            return None  # a known event written another way: the general path types it
+    elif key != (name, version):
+        return None
+    return Envelope(name, version, envelope.data)
+
+
 def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
     """Decode and validate one envelope.
 
@@ -115,9 +175,14 @@ def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
         raise PayloadTooLargeError(f"body is larger than {max_size} bytes")
     if not body.isascii() and not _is_utf8(body):  # msgspec skips unknown fields unchecked
         raise EnvelopeError("body is not a valid envelope: not UTF-8")
-    try:  # the envelope with ``data`` left raw, then ``data`` with its model or as JSON
-        # (two passes for every event: cheaper on average than trying a typed one-pass
-        # decoder first, whose failure on an event with no model costs an exception)
+    envelope = _one_pass(body)
+    return _general(body) if envelope is None else envelope
+
+
+def _general(body: bytes) -> Envelope:
+    """The general path: the envelope with ``data`` left raw, then ``data`` with the
+    model its ``(eventName, version)`` selects, else as plain JSON."""
+    try:
         raw = _envelope_decoder.decode(body)
         decoder = _model_decoders.get((raw.eventName, raw.version), _any_decoder)
         data = decoder.decode(raw.data)

@@ -38,6 +38,7 @@ __all__ = [
     "new_token",
     "open_store",
     "overlapped_key",
+    "store_failed",
 ]
 
 logger = logging.getLogger("service_webhooks")
@@ -59,13 +60,19 @@ def describe(error: BaseException) -> str:
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)
 
 
+def store_failed(error: Exception) -> StoreError:
+    """Log a store operation's failure; the :class:`StoreError` to raise from it (503,
+    fail closed). The receiver's hot path calls the store inline and this on failure."""
+    logger.error("service_webhooks: idempotency store failed: %s", describe(error))
+    return StoreError("the idempotency store is unavailable")
+
+
 def guard(operation: Callable[..., Any], *args: Any) -> Any:
     """Call a store operation; any failure becomes StoreError (503, fail closed)."""
     try:
         return operation(*args)
     except Exception as error:
-        logger.error("service_webhooks: idempotency store failed: %s", describe(error))
-        raise StoreError("the idempotency store is unavailable") from error
+        raise store_failed(error) from error
 
 
 async def aguard(operation: Coroutine[Any, Any, Any]) -> Any:
@@ -73,8 +80,7 @@ async def aguard(operation: Coroutine[Any, Any, Any]) -> Any:
     try:
         return await operation
     except Exception as error:
-        logger.error("service_webhooks: idempotency store failed: %s", describe(error))
-        raise StoreError("the idempotency store is unavailable") from error
+        raise store_failed(error) from error
 
 
 def guard_release(operation: Callable[[str, str], bool], key: str, token: str) -> bool:

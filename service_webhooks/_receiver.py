@@ -74,6 +74,7 @@ from ._idempotency import (
     new_token,
     open_store,
     overlapped_key,
+    store_failed,
 )
 from ._outcome import (
     DUPLICATE,
@@ -91,12 +92,14 @@ from ._signing import (
     DEFAULT_TOLERANCE,
     SIGNATURE_HEADER,
     SignatureHeader,
+    check,
     parse_signature_header,
-    verify,
 )
 from ._threads import run_in_thread
 from .inbox._base import Inbox
 from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
+
+_NEW, _DONE = ClaimState.NEW, ClaimState.DONE
 
 __all__ = ["SETTINGS", "WebhookReceiver"]
 
@@ -547,27 +550,34 @@ class WebhookReceiver:
 
     def _execute(self, plan: _Plan, started: float, tracer: DeliveryTracer | None) -> Outcome:
         """Claim, run the handlers, complete: a verified delivery (or a replay)."""
+        store = self.store
+        event = plan.event
+        key, token = event.idempotency_key, plan.token
         try:
-            store = self.store
-            key, token = plan.event.idempotency_key, plan.token
-            state = guard(store.claim, key, token, self.lease)
-            if state is not ClaimState.NEW:
-                done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
-                return self._answer(plan, done, started)
+            try:  # the store inline, not through guard(): this is the hot path
+                state = store.claim(key, token, self.lease)
+            except Exception as error:
+                raise store_failed(error) from error
+            if state is not _NEW:
+                return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
-            self._renewer.add(key, token)
+            renewer = self._renewer
+            renewer.add(key, token)
             unit = self.unit_of_work
             try:
                 try:
-                    with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
-                        if unit is None:
-                            run(plan.handlers, plan.event)
-                        else:
-                            with _sync_unit(unit, plan.event):
-                                run(plan.handlers, plan.event)
-                                _completion(store.complete, key, token, self.retention)
+                    if tracer is None and unit is None:
+                        run(plan.handlers, event)
+                    else:
+                        with _NO_SPAN if tracer is None else tracer.handlers(event):
+                            if unit is None:
+                                run(plan.handlers, event)
+                            else:
+                                with _sync_unit(unit, event):
+                                    run(plan.handlers, event)
+                                    _completion(store.complete, key, token, self.retention)
                 finally:
-                    self._renewer.remove(token)  # before any release: no renewal after it
+                    renewer.remove(token)  # before any release: no renewal after it
             except _ClaimLost:  # another delivery owns the key now: it records the work
                 return self._answer(plan, IN_FLIGHT, started)
             except BaseException as error:
@@ -580,7 +590,10 @@ class WebhookReceiver:
                 if recorder is not None and recorder.joined:  # inbox: record in the same commit
                     recorder.complete(plan, handler_time, self.retention)
                 else:
-                    guard(store.complete, key, token, self.retention)
+                    try:
+                        store.complete(key, token, self.retention)
+                    except Exception as error:
+                        raise store_failed(error) from error
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -606,28 +619,35 @@ class WebhookReceiver:
         self, plan: _Plan, started: float, tracer: DeliveryTracer | None
     ) -> Outcome:
         """Async twin of :meth:`_execute`."""
+        store = self.store
+        event = plan.event
+        key, token = event.idempotency_key, plan.token
         try:
-            store = self.store
-            key, token = plan.event.idempotency_key, plan.token
-            state = await aguard(store.aclaim(key, token, self.lease))
-            if state is not ClaimState.NEW:
-                done = DUPLICATE if state is ClaimState.DONE else IN_FLIGHT
-                return self._answer(plan, done, started)
+            try:
+                state = await store.aclaim(key, token, self.lease)
+            except Exception as error:
+                raise store_failed(error) from error
+            if state is not _NEW:
+                return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
-            self._renewer.add(key, token)
+            renewer = self._renewer
+            renewer.add(key, token)
             unit = self.unit_of_work
+            in_thread = self.sync_handlers_in_thread
             try:
                 try:
-                    with _NO_SPAN if tracer is None else tracer.handlers(plan.event):
-                        in_thread = self.sync_handlers_in_thread
-                        if unit is None:
-                            await arun(plan.handlers, plan.event, in_thread)
-                        else:
-                            async with _async_unit(unit, plan.event):
-                                await arun(plan.handlers, plan.event, in_thread)
-                                await _acompletion(store.acomplete(key, token, self.retention))
+                    if tracer is None and unit is None:
+                        await arun(plan.handlers, event, in_thread)
+                    else:
+                        with _NO_SPAN if tracer is None else tracer.handlers(event):
+                            if unit is None:
+                                await arun(plan.handlers, event, in_thread)
+                            else:
+                                async with _async_unit(unit, event):
+                                    await arun(plan.handlers, event, in_thread)
+                                    await _acompletion(store.acomplete(key, token, self.retention))
                 finally:
-                    self._renewer.remove(token)
+                    renewer.remove(token)
             except _ClaimLost:
                 return self._answer(plan, IN_FLIGHT, started)
             except BaseException as error:
@@ -640,7 +660,10 @@ class WebhookReceiver:
                 if recorder is not None and recorder.joined:  # inbox: record in the same commit
                     await recorder.acomplete(plan, handler_time, self.retention)
                 else:
-                    await aguard(store.acomplete(key, token, self.retention))
+                    try:
+                        await store.acomplete(key, token, self.retention)
+                    except Exception as error:
+                        raise store_failed(error) from error
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -667,9 +690,10 @@ class WebhookReceiver:
         self, method: str, body: bytes, signature: str | bytes | None
     ) -> SignatureHeader:
         """The request-line rule (405, 413) and a well-formed signature header (401)."""
-        error = _request_line_error(method, len(body), self.max_body_size)
-        if error is not None:
-            raise error
+        if method != "POST":
+            raise _wrong_method(method)
+        if len(body) > self.max_body_size:
+            raise _too_large(self.max_body_size)
         if signature is _REPEATED:
             raise SignatureFormatError(f"more than one {SIGNATURE_HEADER} header")
         return parse_signature_header(signature)
@@ -684,7 +708,7 @@ class WebhookReceiver:
         key_of = None  # a large body's key is hashed beside the HMAC, on another core
         if self._key_function is None and len(body) >= OVERLAP_FROM:
             key_of = overlapped_key(header.organization_id, body)
-        verify(body, header, secrets, tolerance=self.tolerance, now=now)
+        check(body, header, secrets, self.tolerance, now)
         envelope = decode_envelope(body, max_size=self.max_body_size)
         handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         organization_id = header.organization_id
@@ -830,10 +854,14 @@ def _request_line_error(method: str, size: int | None, limit: int) -> WebhookErr
     """405 for a method other than POST (spec §6.1), 413 for a body over ``limit`` bytes
     (spec §2.7); ``None`` when neither applies. ``size`` is ``None`` when not known."""
     if method != "POST":  # methods are case-sensitive (RFC 9110 §9.1): "post" is not POST
-        return MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
+        return _wrong_method(method)
     if size is not None and size > limit:
-        return PayloadTooLargeError(f"body is larger than {limit} bytes")
+        return _too_large(limit)
     return None
+
+
+def _wrong_method(method: str) -> MethodNotAllowedError:
+    return MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
 
 
 def _scan_headers(

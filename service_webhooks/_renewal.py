@@ -8,10 +8,13 @@ re-claims the key with the *same* token every ``lease / 3`` seconds: the store
 contract treats a claim by the token that holds the key as a renewal (a new expiry,
 answer ``NEW``). Only a dead process stops renewing, so only its claim expires.
 
-One daemon thread per receiver does the renewing, started on first use; registering
-and unregistering a delivery costs a dict operation each (no lock, no wake-up), and
-no store call is made for a delivery that finishes within a third of its lease
-(nearly all of them).
+One daemon thread per receiver does the renewing, started on first use. It wakes every
+``lease / 3`` seconds and renews the claims that were already registered at its
+previous wake-up: those have run for at least one interval, and none runs longer than
+two intervals (two thirds of its lease) before its first renewal, then one between
+renewals. Registering and unregistering a delivery costs one dict operation each (no
+clock read, no lock, no wake-up), and no store call is made for a delivery that
+finishes within one interval (nearly all of them).
 It calls the store's blocking methods, so it serves ``process`` and ``aprocess``
 alike without touching the event loop.
 """
@@ -31,12 +34,10 @@ logger = logging.getLogger("service_webhooks")
 
 
 class Renewer:
-    """Renews the claims registered with :meth:`add` every ``lease / 3`` seconds.
+    """Renews the claims registered with :meth:`add`, every ``lease / 3`` seconds.
 
     :meth:`add` and :meth:`remove` take no lock on the way (one dict operation each,
-    atomic under the GIL) and never wake the thread: a new claim is due one interval
-    from now, never before the claims already registered, and an idle thread sleeps
-    one interval at a time, so it is always awake in time.
+    atomic under the GIL) and never wake the thread.
 
     Args:
         store: The store holding the claims.
@@ -47,14 +48,14 @@ class Renewer:
         self._store = store
         self._lease = lease
         self._interval = lease / 3
-        self._due: dict[str, tuple[str, float]] = {}  # token -> (key, due), in due order
+        self._live: dict[str, str] = {}  # token -> key: the claims whose handlers run
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._renewing: str | None = None  # the token being renewed right now
 
     def add(self, key: str, token: str) -> None:
         """Start renewing ``token``'s claim on ``key``."""
-        self._due[token] = (key, time.monotonic() + self._interval)
+        self._live[token] = key
         if self._thread is None:
             with self._wake:
                 if self._thread is None:
@@ -69,48 +70,43 @@ class Renewer:
         Waits for a renewal of it that is under way, so that no renewal can follow
         the caller's release (it would claim the key again).
         """
-        self._due.pop(token, None)
+        self._live.pop(token, None)
         if self._renewing == token:  # set before the renewer checks the token is here
             with self._wake:
                 while self._renewing == token:
                     self._wake.wait()
 
     def _run(self) -> None:
+        seen: dict[str, str] = {}  # the claims live at the previous wake-up
+        wake_at = time.monotonic()
         while True:
-            first = self._first()
-            if first is None:
-                time.sleep(self._interval)
-                continue
-            token, key, due = first
-            delay = due - time.monotonic()
+            wake_at += self._interval  # on a fixed beat: renewing takes no slack from it
+            delay = wake_at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-                continue
-            self._renewing = token  # first: a remove() from now on waits for this renewal
-            if self._due.pop(token, None) is None:
-                self._renewing = None  # removed meanwhile: nothing to renew
-                continue
-            self._due[token] = (key, time.monotonic() + self._interval)  # to the back
-            lost = False
-            try:
-                lost = not self._renew(key, token)
-            finally:
-                with self._wake:
-                    if lost:
-                        self._due.pop(token, None)
-                    self._renewing = None
-                    self._wake.notify_all()
+            else:
+                wake_at -= delay  # late (a slow store): count the next beat from now
+            live = self._live.copy()  # one C call: atomic under the GIL
+            for token, key in live.items():
+                if seen.get(token) == key:
+                    self._renew_live(key, token)
+            seen = live
 
-    def _first(self) -> tuple[str, str, float] | None:
-        """The registered claim due first, or ``None``."""
-        while True:
-            try:
-                token, (key, due) = next(iter(self._due.items()))
-            except StopIteration:
-                return None
-            except RuntimeError:  # resized by another thread while we looked: look again
-                continue
-            return token, key, due
+    def _renew_live(self, key: str, token: str) -> None:
+        """Renew one claim unless it was removed meanwhile; forget it once lost."""
+        self._renewing = token  # first: a remove() from now on waits for this renewal
+        if token not in self._live:
+            self._renewing = None  # removed meanwhile: nothing to renew
+            return
+        lost = False
+        try:
+            lost = not self._renew(key, token)
+        finally:
+            with self._wake:
+                if lost:
+                    self._live.pop(token, None)
+                self._renewing = None
+                self._wake.notify_all()
 
     def _renew(self, key: str, token: str) -> bool:
         """Re-claim once; ``False`` when the claim is gone (stop renewing it)."""

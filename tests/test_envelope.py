@@ -112,3 +112,84 @@ def test_unknown_duration_is_kept_as_a_string(
     assert [a.duration for a in seen] == ["HOURLY", Duration.DAILY]
     assert seen[0].known_duration is None
     assert seen[1].known_duration is Duration.DAILY
+
+
+# -- one pass or two: the same envelope, the same error ------------------------------------
+
+from service_webhooks._envelope import _general  # noqa: E402
+
+_NOTE = {"id": "n-1", "author": "ada@example.com", "text": "hi"}
+
+
+def _outcome_of(decode: Callable[[bytes], object], body: bytes) -> object:
+    try:
+        return decode(body)
+    except EnvelopeError as error:
+        return ("error", str(error))
+
+
+_FIELDS = st.sampled_from(["eventName", "version", "data", "extra"])
+_NAMES = st.sampled_from(["note.created", "segment.trend.alert", "order.created", "", "x"])
+_VALUES = st.one_of(
+    _NAMES,
+    st.integers(-1, 3),
+    st.just(_NOTE),
+    st.just({"id": "n-1"}),
+    st.just({"duration": "DAILY", "segmentId": "s", "change": 1.5}),
+    st.none(),
+    st.booleans(),
+)
+
+
+@given(st.lists(st.tuples(_FIELDS, _VALUES), max_size=6), st.booleans())
+def test_the_one_pass_and_the_general_path_agree(
+    pairs: list[tuple[str, object]], service_head: bool
+) -> None:
+    """Whatever the key order, repeats and values, one pass returns what the general
+    path returns, and refuses with its error."""
+    import json
+
+    if service_head:  # start the way the service does, so a typed one pass is tried
+        pairs = [("eventName", "note.created"), ("version", 1), *pairs]
+    body = (
+        "{" + ",".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}" for k, v in pairs)
+    ).encode() + b"}"
+    assert _outcome_of(decode_envelope, body) == _outcome_of(_general, body)
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "typed"),
+    [
+        # the service's head chooses the typed pass; a later eventName wins, untyped
+        (
+            b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a","text":"t"}'
+            b',"eventName":"order.created"}',
+            "order.created",
+            False,
+        ),
+        # a known event written another way is still typed
+        (
+            b'{"version":1,"eventName":"note.created","data":{"id":"n-1","author":"a","text":"t"}}',
+            "note.created",
+            True,
+        ),
+        (
+            b'{ "eventName": "note.created", "version": 1, "data": '
+            b'{"id":"n-1","author":"a","text":"t"}}',
+            "note.created",
+            True,
+        ),
+        # the head names version 1, the body says 2: no model, plain JSON
+        (
+            b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a","text":"t"}'
+            b',"version":2}',
+            "note.created",
+            False,
+        ),
+    ],
+)
+def test_the_decoded_name_and_version_choose_the_type(body: bytes, name: str, typed: bool) -> None:
+    envelope = decode_envelope(body)
+    assert envelope.event_name == name
+    assert (type(envelope.data).__name__ == "NoteCreated") is typed
+    assert envelope == _general(body)

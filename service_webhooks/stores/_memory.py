@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
-from typing import NamedTuple
 
 from ._base import ClaimState
 
 __all__ = ["MemoryStore"]
 
 
-class _Record(NamedTuple):
-    state: ClaimState
-    token: str
-    expires_at: float
+_IN_FLIGHT = ClaimState.IN_FLIGHT
+_DONE = ClaimState.DONE
+
+# A record is a plain tuple ``(state, token, expires_at)``: the hot path builds two per
+# delivery, and a tuple display costs a fraction of a NamedTuple's Python ``__new__``.
+_Record = tuple[ClaimState, str, float]
+_STATE, _TOKEN, _EXPIRES_AT = range(3)
 
 
 class MemoryStore:
@@ -38,7 +40,8 @@ class MemoryStore:
         self._records: dict[str, _Record] = {}
         self._lock = threading.Lock()
         self._clock = clock
-        self._expiries: dict[float, deque[tuple[float, str]]] = {}
+        # seconds kept -> (expires_at, key) in time order
+        self._expiries: defaultdict[float, deque[tuple[float, str]]] = defaultdict(deque)
         self._next_prune = 0.0
 
     def _now(self) -> float:
@@ -51,50 +54,51 @@ class MemoryStore:
     def state(self, key: str) -> ClaimState | None:
         """The live state of ``key``, or ``None`` (for tests and debugging)."""
         record = self._records.get(key)
-        if record is None or record.expires_at <= self._now():
+        if record is None or record[_EXPIRES_AT] <= self._now():
             return None
-        return record.state
+        return record[_STATE]
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        now = self._now()
+        now = self._clock() if self._clock is not None else time.time()
         with self._lock:
-            record = self._records.get(key)
-            renewal = (
+            records = self._records
+            record = records.get(key)
+            if (
                 record is not None
-                and record.state is ClaimState.IN_FLIGHT
-                and record.token == token
-            )
-            if record is not None and record.expires_at > now and not renewal:
-                return record.state
+                and record[_EXPIRES_AT] > now
+                and not (record[_STATE] is _IN_FLIGHT and record[_TOKEN] == token)  # renewal
+            ):
+                return record[_STATE]
             if now >= self._next_prune:
                 self._prune(now)
-            self._put(key, _Record(ClaimState.IN_FLIGHT, token, now + lease), lease)
+            expires_at = now + lease
+            records[key] = (_IN_FLIGHT, token, expires_at)
+            self._expiries[lease].append((expires_at, key))
+            if expires_at < self._next_prune:
+                self._next_prune = expires_at
             return ClaimState.NEW
 
     def complete(self, key: str, token: str, retention: float) -> bool:
-        now = self._now()
+        now = self._clock() if self._clock is not None else time.time()
         with self._lock:
-            record = self._records.get(key)
-            if record is not None and record.token != token and record.expires_at > now:
+            records = self._records
+            record = records.get(key)
+            if record is not None and record[_TOKEN] != token and record[_EXPIRES_AT] > now:
                 return False
-            self._put(key, _Record(ClaimState.DONE, token, now + retention), retention)
+            expires_at = now + retention
+            records[key] = (_DONE, token, expires_at)
+            self._expiries[retention].append((expires_at, key))
+            if expires_at < self._next_prune:
+                self._next_prune = expires_at
             return True
 
     def release(self, key: str, token: str) -> bool:
         with self._lock:
             record = self._records.get(key)
-            if record is None or record.token != token or record.state is ClaimState.DONE:
+            if record is None or record[_TOKEN] != token or record[_STATE] is _DONE:
                 return False
             del self._records[key]
             return True
-
-    def _put(self, key: str, record: _Record, duration: float) -> None:
-        self._records[key] = record
-        queue = self._expiries.get(duration)
-        if queue is None:
-            queue = self._expiries[duration] = deque()
-        queue.append((record.expires_at, key))
-        self._next_prune = min(self._next_prune, record.expires_at)
 
     def _prune(self, now: float) -> None:
         """Drop expired records; schedule the next sweep at the earliest queued expiry."""
@@ -104,7 +108,7 @@ class MemoryStore:
             while queue and queue[0][0] <= now:
                 expires_at, key = queue.popleft()
                 record = records.get(key)
-                if record is not None and record.expires_at == expires_at:
+                if record is not None and record[_EXPIRES_AT] == expires_at:
                     del records[key]
             if queue:
                 upcoming = min(upcoming, queue[0][0])
