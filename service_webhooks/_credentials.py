@@ -119,19 +119,19 @@ def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
 
 
 class _Static:
-    __slots__ = ("_secrets",)
+    __slots__ = ("secrets",)
     # read by the receiver: a lookup that never blocks is called on the event loop
     # under aprocess (a callable's may block, so it runs in a worker thread)
     blocking = False
 
     def __init__(self, secrets: tuple[Secret, ...]) -> None:
-        self._secrets = secrets
+        self.secrets = secrets  # the receiver uses them without a call per delivery
 
     def __call__(self, organization_id: str, /) -> Sequence[Secret]:
-        return self._secrets
+        return self.secrets
 
     def __repr__(self) -> str:
-        return f"StaticSecrets({len(self._secrets)} secrets)"
+        return f"StaticSecrets({len(self.secrets)} secrets)"
 
 
 class _PerOrganization:

@@ -33,6 +33,7 @@ bodies and return the same envelope.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -171,11 +172,18 @@ def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
             JSON, not an object, a missing or mistyped field, or ``data`` that does
             not fit the event's model.
     """
+    return decode_checked(body, max_size, body.isascii)
+
+
+def decode_checked(body: bytes, max_size: int, is_ascii: Callable[[], bool]) -> Envelope:
+    """:func:`decode_envelope` with the ASCII scan given as a callable, asked after the
+    one pass (the receiver runs that scan on another thread for a large body): the
+    verdict is the same, whatever the order."""
     if len(body) > max_size:
         raise PayloadTooLargeError(f"body is larger than {max_size} bytes")
-    if not body.isascii() and not _is_utf8(body):  # msgspec skips unknown fields unchecked
-        raise EnvelopeError("body is not a valid envelope: not UTF-8")
     envelope = _one_pass(body)
+    if not is_ascii() and not _is_utf8(body):  # msgspec skips unknown fields unchecked
+        raise EnvelopeError("body is not a valid envelope: not UTF-8")
     return _general(body) if envelope is None else envelope
 
 

@@ -46,9 +46,9 @@ from typing import Any, TypeAlias, TypeVar
 import msgspec
 
 from . import _recording
-from ._credentials import SecretsConfig, as_resolver
+from ._credentials import SecretsConfig, _Static, as_resolver
 from ._dispatch import Registration, Router, arun, run
-from ._envelope import MAX_BODY_SIZE, decode_envelope
+from ._envelope import MAX_BODY_SIZE, decode_checked
 from ._events import Event
 from ._exceptions import (
     ConfigurationError,
@@ -66,6 +66,7 @@ from ._idempotency import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
     OVERLAP_FROM,
+    OverlappedKey,
     aguard,
     aguard_release,
     default_idempotency_key,
@@ -73,7 +74,6 @@ from ._idempotency import (
     guard_release,
     new_token,
     open_store,
-    overlapped_key,
     store_failed,
 )
 from ._outcome import (
@@ -251,6 +251,10 @@ class WebhookReceiver:
             raise ConfigurationError("unit_of_work must be a callable returning a context manager")
         self._resolver = as_resolver(secrets)
         self._resolver_blocks: bool = getattr(self._resolver, "blocking", True)
+        # one fixed set of secrets for every organization: no lookup per delivery
+        self._static_secrets = (
+            self._resolver.secrets if isinstance(self._resolver, _Static) else None
+        )
         self.tolerance = tolerance
         self.max_body_size = max_body_size
         self.lease = lease
@@ -540,7 +544,9 @@ class WebhookReceiver:
         started = perf_counter()
         try:
             header = self._authenticate(method, body, signature)
-            secrets = self._secrets_for(header.organization_id)
+            secrets = self._static_secrets
+            if secrets is None:
+                secrets = self._secrets_for(header.organization_id)
             prepared = self._prepare(body, header, secrets, started)
         except WebhookError as error:
             return self._rejected(error, started)
@@ -604,10 +610,12 @@ class WebhookReceiver:
         started = perf_counter()
         try:
             header = self._authenticate(method, body, signature)
-            if self._resolver_blocks:
-                secrets = await run_in_thread(self._secrets_for, header.organization_id)
-            else:
-                secrets = self._secrets_for(header.organization_id)
+            secrets = self._static_secrets
+            if secrets is None:  # a lookup; a callable's may block: in a worker thread
+                if self._resolver_blocks:
+                    secrets = await run_in_thread(self._secrets_for, header.organization_id)
+                else:
+                    secrets = self._secrets_for(header.organization_id)
             prepared = self._prepare(body, header, secrets, started)
         except WebhookError as error:
             return self._rejected(error, started)
@@ -705,11 +713,12 @@ class WebhookReceiver:
         now = self._clock() if self._clock is not None else time.time()
         if secrets is None:
             raise UnknownOrganizationError("no secret is configured for this organization")
-        key_of = None  # a large body's key is hashed beside the HMAC, on another core
+        overlapped = None  # a large body's key is hashed beside the HMAC, on another core
         if self._key_function is None and len(body) >= OVERLAP_FROM:
-            key_of = overlapped_key(header.organization_id, body)
+            overlapped = OverlappedKey(header.organization_id, body)
         check(body, header, secrets, self.tolerance, now)
-        envelope = decode_envelope(body, max_size=self.max_body_size)
+        is_ascii = body.isascii if overlapped is None else overlapped.is_ascii
+        envelope = decode_checked(body, self.max_body_size, is_ascii)
         handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         organization_id = header.organization_id
         if not handlers:
@@ -718,8 +727,8 @@ class WebhookReceiver:
                 unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
             )
             return self._finish(outcome, started, envelope.version)
-        if key_of is not None:
-            key = key_of()
+        if overlapped is not None:
+            key = overlapped.key()
         else:
             key = "" if self._key_function else default_idempotency_key(organization_id, body)
         event: Event[Any] = Event(
