@@ -3,8 +3,10 @@
 Safe across threads (one connection per thread) and across processes on one machine
 (WAL journal, a busy timeout, and claims made by one atomic ``INSERT … ON CONFLICT
 DO UPDATE … WHERE expired OR renewed by its owner`` statement). Not for several
-machines: use the Redis or PostgreSQL store there. Expired rows are pruned every
-``prune_every`` claims and by :meth:`SQLiteStore.prune`.
+machines: use the Redis or PostgreSQL store there. Expired rows are pruned by
+:meth:`SQLiteStore.prune` (the whole table) and, every ``prune_every`` claims, in the
+next :data:`PRUNE_SLICE` keys of the table (a sweep that wraps around: bounded work
+each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes).
 
 Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``) a statement
 runs on the event loop itself, on a connection of that loop's own that never waits: its
@@ -48,7 +50,7 @@ from typing import Any, TypeVar
 from .._exceptions import ConfigurationError
 from ._base import ClaimState, SyncStore
 
-__all__ = ["CHECKPOINT_EVERY", "DEFAULT_SQLITE_PATH", "SQLiteStore"]
+__all__ = ["CHECKPOINT_EVERY", "DEFAULT_SQLITE_PATH", "PRUNE_SLICE", "SQLiteStore"]
 
 CHECKPOINT_EVERY = 1000
 """Writes on an event loop's connection between two checkpoints (run in a worker thread)."""
@@ -78,6 +80,12 @@ ON CONFLICT (key) DO UPDATE SET state = 'done', token = ?2, expires_at = ?3
 WHERE {_TABLE}.token = ?2 OR {_TABLE}.expires_at <= ?4"""
 _RELEASE = f"DELETE FROM {_TABLE} WHERE key = ?1 AND token = ?2 AND state = 'in_flight'"
 _PRUNE = f"DELETE FROM {_TABLE} WHERE expires_at <= ?1"
+PRUNE_SLICE = 2000
+"""Keys one periodic prune looks at: a range of the key's B-tree after the previous
+one (wrapping around), so that its work and its hold on the write lock stay bounded
+however large the table grows (72 hours of keys at the default retention)."""
+_SLICE_END = f"SELECT max(key) FROM (SELECT key FROM {_TABLE} WHERE key > ?1 ORDER BY key LIMIT ?2)"
+_PRUNE_RANGE = f"DELETE FROM {_TABLE} WHERE key > ?1 AND key <= ?2 AND expires_at <= ?3"
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _TWINS = ("claim", "complete", "complete_with", "release")
 
@@ -90,8 +98,8 @@ class SQLiteStore(SyncStore):
             is refused: each thread would get its own empty database.
         timeout: Seconds to wait for another process's write lock before failing
             (the receiver then answers 503).
-        prune_every: Delete expired rows once every this many claims (0: never; call
-            :meth:`prune` yourself).
+        prune_every: Once every this many claims, delete the expired rows among the
+            next :data:`PRUNE_SLICE` keys (0: never; call :meth:`prune` yourself).
         clock: Current time in seconds; defaults to :func:`time.time`.
 
     Raises:
@@ -118,6 +126,7 @@ class SQLiteStore(SyncStore):
             asyncio.AbstractEventLoop, sqlite3.Connection
         ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._prune_cursor = ""  # prune_step sweeps the keys after this one
         self._claims = 0
         self._loop_writes = 0
         # a subclass that overrides a sync method keeps it under asyncio (in a thread)
@@ -205,7 +214,7 @@ class SQLiteStore(SyncStore):
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         state = self._claim(self._connection(), key, token, lease)
         if state is ClaimState.NEW and self._prune_due():
-            self.prune()
+            self.prune_step()
         return state
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
@@ -213,7 +222,7 @@ class SQLiteStore(SyncStore):
             return await asyncio.to_thread(self.claim, key, token, lease)
         state = await self._on_loop(self._claim, key, token, lease)
         if state is ClaimState.NEW and self._prune_due():
-            await asyncio.to_thread(self.prune)
+            await asyncio.to_thread(self.prune_step)
         return state
 
     def _claim(
@@ -303,8 +312,22 @@ class SQLiteStore(SyncStore):
         return connection.execute(_RELEASE, (key, token)).rowcount == 1
 
     def prune(self) -> int:
-        """Delete every expired row now; returns how many were deleted."""
+        """Delete every expired row now (one scan of the whole table); returns how
+        many were deleted."""
         return self._connection().execute(_PRUNE, (self._now(),)).rowcount
+
+    def prune_step(self) -> int:
+        """Delete the expired rows among the next :data:`PRUNE_SLICE` keys after the
+        previous step's (from the first key again past the last); returns how many
+        were deleted. What a receiver runs every ``prune_every`` claims."""
+        connection = self._connection()
+        start = self._prune_cursor
+        (end,) = connection.execute(_SLICE_END, (start, PRUNE_SLICE)).fetchone()
+        if end is None:  # past the last key: the next step starts from the first
+            self._prune_cursor = ""
+            return 0
+        self._prune_cursor = end
+        return connection.execute(_PRUNE_RANGE, (start, end, self._now())).rowcount
 
     def close(self) -> None:
         """Close every connection this store opened (in any thread)."""

@@ -56,6 +56,45 @@ def test_a_file_with_the_earlier_rowid_table_still_works(tmp_path: Path) -> None
         store.close()
 
 
+def test_prune_steps_sweep_the_table_a_slice_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step looks at the next PRUNE_SLICE keys only; steps wrap around, so every
+    expired row goes within one sweep, and live rows stay."""
+    import service_webhooks.stores._sqlite as module
+
+    monkeypatch.setattr(module, "PRUNE_SLICE", 4)
+    now = [1000.0]
+    store = SQLiteStore(tmp_path / "keys.sqlite3", prune_every=0, clock=lambda: now[0])
+    for index in range(10):  # k0..k9: the even ones expire at 1010, the odd ones live on
+        store.claim(f"k{index}", "t", 10 if index % 2 == 0 else 10_000)
+    now[0] = 1020.0
+    assert [store.prune_step() for _ in range(4)] == [2, 2, 1, 0]  # k0-k3, k4-k7, k8-k9, end
+    with closing(sqlite3.connect(store.path)) as connection:
+        left = connection.execute("SELECT key FROM service_webhooks_idempotency ORDER BY key")
+        assert [row[0] for row in left] == ["k1", "k3", "k5", "k7", "k9"]
+    store.claim("k0", "t", 1)  # expires at 1021
+    now[0] = 1030.0
+    assert store.prune_step() == 1  # wrapped around: from the first key again
+    assert store.prune() == 0
+    store.close()
+
+
+def test_claims_run_a_prune_step_every_prune_every_claims(tmp_path: Path) -> None:
+    steps: list[int] = []
+
+    class Counting(SQLiteStore):
+        def prune_step(self) -> int:
+            steps.append(1)
+            return super().prune_step()
+
+    store = Counting(tmp_path / "keys.sqlite3", prune_every=3)
+    for index in range(7):
+        store.claim(f"k{index}", "t", 60)
+    assert len(steps) == 2
+    store.close()
+
+
 # -- under asyncio: on the event loop, never waiting there ---------------------------------
 
 
@@ -132,7 +171,7 @@ async def test_checkpoints_and_prunes_run_in_a_worker_thread(
     monkeypatch.setattr(module, "CHECKPOINT_EVERY", 3)
     store = SQLiteStore(tmp_path / "keys.sqlite3", prune_every=2)
     threads: list[str] = []
-    checkpoint, prune = store._checkpoint, store.prune
+    checkpoint, prune = store._checkpoint, store.prune_step
 
     def spy(function: Any, name: str) -> Any:
         def run() -> Any:
@@ -142,7 +181,7 @@ async def test_checkpoints_and_prunes_run_in_a_worker_thread(
         return run
 
     monkeypatch.setattr(store, "_checkpoint", spy(checkpoint, "checkpoint"))
-    monkeypatch.setattr(store, "prune", spy(prune, "prune"))
+    monkeypatch.setattr(store, "prune_step", spy(prune, "prune"))
     for index in range(3):
         await store.aclaim(f"k{index}", "t", 60)
     store.close()
