@@ -87,7 +87,7 @@ however large the table grows (72 hours of keys at the default retention)."""
 _SLICE_END = f"SELECT max(key) FROM (SELECT key FROM {_TABLE} WHERE key > ?1 ORDER BY key LIMIT ?2)"
 _PRUNE_RANGE = f"DELETE FROM {_TABLE} WHERE key > ?1 AND key <= ?2 AND expires_at <= ?3"
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-_TWINS = ("claim", "complete", "complete_with", "release")
+_TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
 
 
 class SQLiteStore(SyncStore):
@@ -222,7 +222,10 @@ class SQLiteStore(SyncStore):
             return await asyncio.to_thread(self.claim, key, token, lease)
         state = await self._on_loop(self._claim, key, token, lease)
         if state is ClaimState.NEW and self._prune_due():
-            await asyncio.to_thread(self.prune_step)
+            if "prune_step" in self._overridden:
+                await asyncio.to_thread(self.prune_step)
+            else:  # bounded work: on the loop, where it waits for no lock of ours
+                await self._on_loop(self._prune_step)
         return state
 
     def _claim(
@@ -320,7 +323,9 @@ class SQLiteStore(SyncStore):
         """Delete the expired rows among the next :data:`PRUNE_SLICE` keys after the
         previous step's (from the first key again past the last); returns how many
         were deleted. What a receiver runs every ``prune_every`` claims."""
-        connection = self._connection()
+        return self._prune_step(self._connection())
+
+    def _prune_step(self, connection: sqlite3.Connection) -> int:
         start = self._prune_cursor
         (end,) = connection.execute(_SLICE_END, (start, PRUNE_SLICE)).fetchone()
         if end is None:  # past the last key: the next step starts from the first

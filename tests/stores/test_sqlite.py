@@ -163,7 +163,7 @@ async def test_a_failed_joined_write_on_the_loop_leaves_no_transaction_open(
     store.close()
 
 
-async def test_checkpoints_and_prunes_run_in_a_worker_thread(
+async def test_checkpoints_run_in_a_worker_thread_and_prune_steps_on_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import service_webhooks.stores._sqlite as module
@@ -171,21 +171,21 @@ async def test_checkpoints_and_prunes_run_in_a_worker_thread(
     monkeypatch.setattr(module, "CHECKPOINT_EVERY", 3)
     store = SQLiteStore(tmp_path / "keys.sqlite3", prune_every=2)
     threads: list[str] = []
-    checkpoint, prune = store._checkpoint, store.prune_step
+    checkpoint, prune_step = store._checkpoint, store._prune_step
 
     def spy(function: Any, name: str) -> Any:
-        def run() -> Any:
+        def run(*args: Any) -> Any:
             threads.append(f"{name}:{threading.current_thread() is threading.main_thread()}")
-            return function()
+            return function(*args)
 
         return run
 
     monkeypatch.setattr(store, "_checkpoint", spy(checkpoint, "checkpoint"))
-    monkeypatch.setattr(store, "prune_step", spy(prune, "prune"))
+    monkeypatch.setattr(store, "_prune_step", spy(prune_step, "prune"))
     for index in range(3):
         await store.aclaim(f"k{index}", "t", 60)
     store.close()
-    assert sorted(set(threads)) == ["checkpoint:False", "prune:False"]
+    assert sorted(set(threads)) == ["checkpoint:False", "prune:True"]
 
 
 async def test_a_subclass_override_is_called_by_the_async_twin(tmp_path: Path) -> None:
@@ -201,3 +201,18 @@ async def test_a_subclass_override_is_called_by_the_async_twin(tmp_path: Path) -
     assert await store.acomplete("k", "t", 60) is True  # not overridden: on the loop
     store.close()
     assert calls == ["k"]
+
+
+async def test_an_overridden_prune_step_is_called_under_asyncio(tmp_path: Path) -> None:
+    steps: list[bool] = []
+
+    class Counting(SQLiteStore):
+        def prune_step(self) -> int:
+            steps.append(threading.current_thread() is threading.main_thread())
+            return super().prune_step()
+
+    store = Counting(tmp_path / "keys.sqlite3", prune_every=2)
+    for index in range(4):
+        await store.aclaim(f"k{index}", "t", 60)
+    store.close()
+    assert steps == [False, False]  # twice, each in a worker thread
