@@ -9,15 +9,18 @@ next :data:`PRUNE_SLICE` keys of the table (a sweep that wraps around: bounded w
 each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes).
 
 Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``) a statement
-runs on the event loop itself, on a connection of that loop's own that never waits: its
-busy timeout is 0, so a write lock held by another connection raises at once, and the
-call is then run again in a worker thread on an ordinary connection, which waits up to
-``timeout``. A write that gets the lock appends a few pages to the WAL file (no fsync
-with ``synchronous=NORMAL``): microseconds, cheaper than the hop to a worker thread and
-back. The loop's connection never checkpoints (``wal_autocheckpoint=0``): every
-``CHECKPOINT_EVERY`` writes, a passive checkpoint (the fsync) runs in a worker thread,
-and pruning always does, so nothing slow runs on the loop. A subclass that overrides
-``claim``, ``complete``, ``complete_with`` or ``release`` has its override called, in a
+runs on the event loop itself, on a connection of that loop's own that never blocks: its
+busy timeout is 0, so a write lock held by another connection raises at once; the call
+then waits on the loop (``asyncio.sleep``, from 0.5 ms doubling up to 50 ms) and tries
+again, up to ``timeout`` seconds in all. A write that gets the lock appends a few pages
+to the WAL file (no fsync with ``synchronous=NORMAL``): microseconds, cheaper than a hop
+to a worker thread and back. (Handing a locked call to a worker thread instead, whose
+connection blocks, made a pile-up: while that thread held the lock, the loop's next
+writes were refused too and followed it.) The loop's connection never checkpoints
+(``wal_autocheckpoint=0``): every ``CHECKPOINT_EVERY`` writes, a passive checkpoint (the
+fsync) runs in a worker thread; the bounded prune step runs on the loop. A subclass
+that overrides ``claim``, ``complete``, ``complete_with``, ``release`` or ``prune_step``
+has its override called, in a
 worker thread, by the async twin.
 
 Schema (created on first use)::
@@ -87,6 +90,8 @@ however large the table grows (72 hours of keys at the default retention)."""
 _SLICE_END = f"SELECT max(key) FROM (SELECT key FROM {_TABLE} WHERE key > ?1 ORDER BY key LIMIT ?2)"
 _PRUNE_RANGE = f"DELETE FROM {_TABLE} WHERE key > ?1 AND key <= ?2 AND expires_at <= ?3"
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_FIRST_RETRY = 0.0005  # seconds the loop waits before trying a locked write again
+_LONGEST_RETRY = 0.05  # the wait doubles up to this
 _TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
 
 
@@ -177,26 +182,35 @@ class SQLiteStore(SyncStore):
         return await self._on_loop(work, *args)
 
     async def _on_loop(self, work: Callable[..., T], *args: Any) -> T:
-        """``work(connection, *args)`` on the loop's connection; on this thread's ordinary
-        connection, in a worker thread, when another connection holds the write lock
-        (nothing was written)."""
+        """``work(connection, *args)`` on the loop's connection. While another
+        connection holds the write lock (nothing was written), wait on the loop, never
+        blocking it, and try again: up to ``timeout`` seconds in all, as a blocking
+        connection would."""
         connection = None
-        try:
-            connection = self._loop_connection()
-            result = work(connection, *args)
-        except sqlite3.OperationalError as error:
-            if error.sqlite_errorcode & 0xFF not in _BUSY:  # extended codes: BUSY_* too
-                raise
-            if connection is not None and connection.in_transaction:
-                connection.execute("ROLLBACK")
-            return await asyncio.to_thread(self._in_thread, work, *args)
+        delay = _FIRST_RETRY
+        deadline = None
+        while True:
+            try:
+                if connection is None:  # opening creates the table: it may be refused too
+                    connection = self._loop_connection()
+                result = work(connection, *args)
+                break
+            except sqlite3.OperationalError as error:
+                if error.sqlite_errorcode & 0xFF not in _BUSY:  # extended codes: BUSY_* too
+                    raise
+                if connection is not None and connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._timeout
+                elif now >= deadline:
+                    raise
+                await asyncio.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, _LONGEST_RETRY)
         self._loop_writes += 1
         if self._loop_writes % CHECKPOINT_EVERY == 0:
             await asyncio.to_thread(self._checkpoint)
         return result
-
-    def _in_thread(self, work: Callable[..., T], *args: Any) -> T:
-        return work(self._connection(), *args)
 
     def _checkpoint(self) -> None:
         self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)")

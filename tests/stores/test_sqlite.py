@@ -120,7 +120,7 @@ async def test_async_twins_run_on_the_event_loop_without_a_worker_thread(
     assert store.claim("k", "again", 60) is ClaimState.DONE  # what the loop wrote is on disk
 
 
-async def test_a_held_write_lock_sends_the_call_to_a_thread_and_the_loop_keeps_running(
+async def test_a_held_write_lock_makes_the_call_wait_and_the_loop_keeps_running(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "keys.sqlite3"
@@ -140,7 +140,7 @@ async def test_a_held_write_lock_sends_the_call_to_a_thread_and_the_loop_keeps_r
     try:
         claiming = asyncio.create_task(store.aclaim("k", "t", 60))
         await asyncio.sleep(0.3)
-        assert not claiming.done()  # waiting for the lock, in a worker thread
+        assert not claiming.done()  # waiting for the lock, on the loop
         seen = ticks
         assert seen >= 10  # the loop was never blocked meanwhile
         holder.execute("COMMIT")
@@ -149,6 +149,31 @@ async def test_a_held_write_lock_sends_the_call_to_a_thread_and_the_loop_keeps_r
         ticking.cancel()
         holder.close()
         store.close()
+
+
+async def test_a_write_lock_held_past_the_timeout_fails_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path, timeout=0.3)
+    store.create_schema()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    async def no_thread(*args: Any) -> Any:
+        raise AssertionError("a locked call went to a worker thread")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    started = asyncio.get_running_loop().time()
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await store.aclaim("k", "t", 60)
+        assert asyncio.get_running_loop().time() - started >= 0.3  # it waited its timeout
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert await store.aclaim("k", "t", 60) is ClaimState.NEW  # nothing half-written
+    store.close()
 
 
 async def test_a_failed_joined_write_on_the_loop_leaves_no_transaction_open(
