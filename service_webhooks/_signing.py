@@ -183,7 +183,8 @@ def _digest(body: bytes, key: bytes, suffix: bytes) -> bytes:
     mac = keyed.copy()
     mac.update(body)
     mac.update(suffix)
-    return mac.digest()
+    digest: bytes = mac.digest()
+    return digest
 
 
 _KEYED: dict[bytes, Any] = {}  # secret -> an HMAC-SHA256 keyed with it, never updated

@@ -24,8 +24,7 @@ _DONE = ClaimState.DONE
 
 # A record is a plain tuple ``(state, token, expires_at)``: the hot path builds two per
 # delivery, and a tuple display costs a fraction of a NamedTuple's Python ``__new__``.
-_Record = tuple[ClaimState, str, float]
-_STATE, _TOKEN, _EXPIRES_AT = range(3)
+_Record = tuple[ClaimState, str, float]  # (state, token, expires_at)
 
 
 class MemoryStore:
@@ -54,21 +53,20 @@ class MemoryStore:
     def state(self, key: str) -> ClaimState | None:
         """The live state of ``key``, or ``None`` (for tests and debugging)."""
         record = self._records.get(key)
-        if record is None or record[_EXPIRES_AT] <= self._now():
+        if record is None:
             return None
-        return record[_STATE]
+        state, _, expires_at = record
+        return None if expires_at <= self._now() else state
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         now = self._clock() if self._clock is not None else time.time()
         with self._lock:
             records = self._records
             record = records.get(key)
-            if (
-                record is not None
-                and record[_EXPIRES_AT] > now
-                and not (record[_STATE] is _IN_FLIGHT and record[_TOKEN] == token)  # renewal
-            ):
-                return record[_STATE]
+            if record is not None:
+                state, owner, expires_at = record
+                if expires_at > now and not (state is _IN_FLIGHT and owner == token):  # renewal
+                    return state
             if now >= self._next_prune:
                 self._prune(now)
             expires_at = now + lease
@@ -83,7 +81,7 @@ class MemoryStore:
         with self._lock:
             records = self._records
             record = records.get(key)
-            if record is not None and record[_TOKEN] != token and record[_EXPIRES_AT] > now:
+            if record is not None and record[1] != token and record[2] > now:  # another's
                 return False
             expires_at = now + retention
             records[key] = (_DONE, token, expires_at)
@@ -95,7 +93,7 @@ class MemoryStore:
     def release(self, key: str, token: str) -> bool:
         with self._lock:
             record = self._records.get(key)
-            if record is None or record[_TOKEN] != token or record[_STATE] is _DONE:
+            if record is None or record[1] != token or record[0] is _DONE:
                 return False
             del self._records[key]
             return True
@@ -108,7 +106,7 @@ class MemoryStore:
             while queue and queue[0][0] <= now:
                 expires_at, key = queue.popleft()
                 record = records.get(key)
-                if record is not None and record[_EXPIRES_AT] == expires_at:
+                if record is not None and record[2] == expires_at:
                     del records[key]
             if queue:
                 upcoming = min(upcoming, queue[0][0])
