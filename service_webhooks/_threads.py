@@ -4,8 +4,11 @@ A sync handler must never run on the event loop (it may block), so ``aprocess`` 
 it on a thread. :func:`asyncio.to_thread` does that through the loop's default
 executor at a cost of tens of microseconds per call (futures chained across two
 libraries, an executor-wide lock, a work item per call). This pool hands a call to an
-idle long-lived thread over one :class:`queue.SimpleQueue` and settles an asyncio
-future with one ``call_soon_threadsafe``: measured about 2.3x cheaper per hop.
+idle long-lived thread over one :class:`queue.SimpleQueue` and settles asyncio futures
+from a per-loop list that one ``call_soon_threadsafe`` drains: the results that finish
+before the loop gets to them share one wake-up (a write to the loop's self-pipe).
+Measured about 2.3x cheaper per hop than ``to_thread`` one call at a time, and, with
+32 calls in flight, 30 -> 9-14 µs of CPU per hop from sharing the wake-ups.
 
 Blocking handlers stay safe: every call gets a thread of its own while one is idle,
 and a new thread is started when none is (up to :data:`MAX_THREADS`; past that, calls
@@ -16,7 +19,6 @@ the thread (as :func:`asyncio.to_thread` does), so tracing spans see their paren
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import os
 import queue
@@ -43,6 +45,8 @@ class _Pool:
         self._idle = 0  # threads waiting for work that no caller has counted on yet
         self._threads = 0
         self._max = max_threads
+        # results waiting for their loop to run _drain, per loop
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
 
     async def run(self, function: Callable[[Any], T], argument: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -64,21 +68,39 @@ class _Pool:
             try:
                 result = context.run(function, argument)
             except BaseException as error:  # handed to the awaiting task, as to_thread does
-                _settle(loop, _fail, future, error)
+                self._settle(loop, _fail, future, error)
             else:
-                _settle(loop, _succeed, future, result)
+                self._settle(loop, _succeed, future, result)
             with self._lock:
                 self._idle += 1
 
+    def _settle(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        settle: Callable[[asyncio.Future[Any], Any], None],
+        future: asyncio.Future[Any],
+        value: Any,
+    ) -> None:
+        """Hand a result to its loop: one wake-up for the results that finish before
+        the loop gets to them (each wake-up is a write to the loop's self-pipe)."""
+        with self._lock:
+            pending = self._pending.get(loop)
+            wake = pending is None
+            if wake:
+                pending = self._pending[loop] = []
+            pending.append((settle, future, value))
+        if wake:
+            try:
+                loop.call_soon_threadsafe(self._drain, loop)
+            except RuntimeError:  # the loop closed meanwhile: nobody waits
+                with self._lock:
+                    self._pending.pop(loop, None)
 
-def _settle(
-    loop: asyncio.AbstractEventLoop,
-    settle: Callable[[asyncio.Future[Any], Any], None],
-    future: asyncio.Future[Any],
-    value: Any,
-) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-        loop.call_soon_threadsafe(settle, future, value)
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            pending = self._pending.pop(loop, [])
+        for settle, future, value in pending:
+            settle(future, value)
 
 
 def _succeed(future: asyncio.Future[Any], result: Any) -> None:
