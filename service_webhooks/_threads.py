@@ -85,8 +85,8 @@ class _Pool:
         the loop gets to them (each wake-up is a write to the loop's self-pipe)."""
         with self._lock:
             pending = self._pending.get(loop)
-            wake = pending is None
-            if wake:
+            wake = pending is None  # the first since the loop last drained: wake it
+            if pending is None:
                 pending = self._pending[loop] = []
             pending.append((settle, future, value))
         if wake:
