@@ -38,7 +38,6 @@ __all__ = [
     "guard_release",
     "new_token",
     "open_store",
-    "store_failed",
 ]
 
 logger = logging.getLogger("service_webhooks")
@@ -62,7 +61,7 @@ _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)
 
 def store_failed(error: Exception) -> StoreError:
     """Log a store operation's failure; the :class:`StoreError` to raise from it (503,
-    fail closed). The receiver's hot path calls the store inline and this on failure."""
+    fail closed): the one wording of :func:`guard` and :func:`aguard`."""
     logger.error("service_webhooks: idempotency store failed: %s", describe(error))
     return StoreError("the idempotency store is unavailable")
 

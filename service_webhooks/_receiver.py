@@ -74,7 +74,6 @@ from ._idempotency import (
     guard_release,
     new_token,
     open_store,
-    store_failed,
 )
 from ._outcome import (
     DUPLICATE,
@@ -560,10 +559,7 @@ class WebhookReceiver:
         event = plan.event
         key, token = event.idempotency_key, plan.token
         try:
-            try:  # the store inline, not through guard(): this is the hot path
-                state = store.claim(key, token, self.lease)
-            except Exception as error:
-                raise store_failed(error) from error
+            state = guard(store.claim, key, token, self.lease)
             if state is not _NEW:
                 return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
@@ -596,10 +592,7 @@ class WebhookReceiver:
                 if recorder is not None and recorder.joined:  # inbox: record in the same commit
                     recorder.complete(plan, handler_time, self.retention)
                 else:
-                    try:
-                        store.complete(key, token, self.retention)
-                    except Exception as error:
-                        raise store_failed(error) from error
+                    guard(store.complete, key, token, self.retention)
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -631,10 +624,7 @@ class WebhookReceiver:
         event = plan.event
         key, token = event.idempotency_key, plan.token
         try:
-            try:
-                state = await store.aclaim(key, token, self.lease)
-            except Exception as error:
-                raise store_failed(error) from error
+            state = await aguard(store.aclaim(key, token, self.lease))
             if state is not _NEW:
                 return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
@@ -668,10 +658,7 @@ class WebhookReceiver:
                 if recorder is not None and recorder.joined:  # inbox: record in the same commit
                     await recorder.acomplete(plan, handler_time, self.retention)
                 else:
-                    try:
-                        await store.acomplete(key, token, self.retention)
-                    except Exception as error:
-                        raise store_failed(error) from error
+                    await aguard(store.acomplete(key, token, self.retention))
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -698,10 +685,9 @@ class WebhookReceiver:
         self, method: str, body: bytes, signature: str | bytes | None
     ) -> SignatureHeader:
         """The request-line rule (405, 413) and a well-formed signature header (401)."""
-        if method != "POST":
-            raise _wrong_method(method)
-        if len(body) > self.max_body_size:
-            raise _too_large(self.max_body_size)
+        error = _request_line_error(method, len(body), self.max_body_size)
+        if error is not None:
+            raise error
         if signature is _REPEATED:
             raise SignatureFormatError(f"more than one {SIGNATURE_HEADER} header")
         return parse_signature_header(signature)
@@ -863,14 +849,10 @@ def _request_line_error(method: str, size: int | None, limit: int) -> WebhookErr
     """405 for a method other than POST (spec §6.1), 413 for a body over ``limit`` bytes
     (spec §2.7); ``None`` when neither applies. ``size`` is ``None`` when not known."""
     if method != "POST":  # methods are case-sensitive (RFC 9110 §9.1): "post" is not POST
-        return _wrong_method(method)
+        return MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
     if size is not None and size > limit:
         return _too_large(limit)
     return None
-
-
-def _wrong_method(method: str) -> MethodNotAllowedError:
-    return MethodNotAllowedError(f"deliveries are POST requests, not {method[:16]!r}")
 
 
 def _scan_headers(

@@ -325,15 +325,11 @@ def check(
     expected = _decode_v(parsed.signature)
     if expected is None:
         raise SignatureMismatchError("v is not a base64 HMAC-SHA256 digest")
-    suffix = f":{parsed.organization_id}:{parsed.timestamp_text}".encode()
+    suffix = parsed.signed_suffix()
     for secret in candidates:
-        if secret.not_after is not None and now > secret.not_after:
-            continue  # past its stop date (rotation)
-        keyed = _KEYED.get(secret.value)  # _digest, inlined: this runs per delivery
-        mac = (_keyed(secret.value) if keyed is None else keyed).copy()
-        mac.update(body)
-        mac.update(suffix)
-        if compare_digest(mac.digest(), expected):
+        if (secret.not_after is None or now <= secret.not_after) and compare_digest(
+            _digest(body, secret.value, suffix), expected
+        ):
             break
     else:
         raise SignatureMismatchError("no accepted secret produces this signature")

@@ -59,35 +59,25 @@ class MemoryStore:
         return None if expires_at <= self._now() else state
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        now = self._clock() if self._clock is not None else time.time()
+        now = self._now()
         with self._lock:
-            records = self._records
-            record = records.get(key)
+            record = self._records.get(key)
             if record is not None:
                 state, owner, expires_at = record
                 if expires_at > now and not (state is _IN_FLIGHT and owner == token):  # renewal
                     return state
             if now >= self._next_prune:
                 self._prune(now)
-            expires_at = now + lease
-            records[key] = (_IN_FLIGHT, token, expires_at)
-            self._expiries[lease].append((expires_at, key))
-            if expires_at < self._next_prune:
-                self._next_prune = expires_at
+            self._put(key, _IN_FLIGHT, token, now + lease, lease)
             return ClaimState.NEW
 
     def complete(self, key: str, token: str, retention: float) -> bool:
-        now = self._clock() if self._clock is not None else time.time()
+        now = self._now()
         with self._lock:
-            records = self._records
-            record = records.get(key)
+            record = self._records.get(key)
             if record is not None and record[1] != token and record[2] > now:  # another's
                 return False
-            expires_at = now + retention
-            records[key] = (_DONE, token, expires_at)
-            self._expiries[retention].append((expires_at, key))
-            if expires_at < self._next_prune:
-                self._next_prune = expires_at
+            self._put(key, _DONE, token, now + retention, retention)
             return True
 
     def release(self, key: str, token: str) -> bool:
@@ -97,6 +87,15 @@ class MemoryStore:
                 return False
             del self._records[key]
             return True
+
+    def _put(
+        self, key: str, state: ClaimState, token: str, expires_at: float, duration: float
+    ) -> None:
+        """Store one record and queue its expiry (with the records kept ``duration``)."""
+        self._records[key] = (state, token, expires_at)
+        self._expiries[duration].append((expires_at, key))
+        if expires_at < self._next_prune:
+            self._next_prune = expires_at
 
     def _prune(self, now: float) -> None:
         """Drop expired records; schedule the next sweep at the earliest queued expiry."""

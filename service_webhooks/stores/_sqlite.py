@@ -20,8 +20,7 @@ writes were refused too and followed it.) The loop's connection never checkpoint
 (``wal_autocheckpoint=0``): every ``CHECKPOINT_EVERY`` writes, a passive checkpoint (the
 fsync) runs in a worker thread; the bounded prune step runs on the loop. A subclass
 that overrides ``claim``, ``complete``, ``complete_with``, ``release`` or ``prune_step``
-has its override called, in a
-worker thread, by the async twin.
+has its override called, in a worker thread, by the async twin.
 
 Schema (created on first use)::
 
@@ -235,11 +234,8 @@ class SQLiteStore(SyncStore):
         if "claim" in self._overridden:  # the override prunes, as claim does
             return await asyncio.to_thread(self.claim, key, token, lease)
         state = await self._on_loop(self._claim, key, token, lease)
-        if state is ClaimState.NEW and self._prune_due():
-            if "prune_step" in self._overridden:
-                await asyncio.to_thread(self.prune_step)
-            else:  # bounded work: on the loop, where it waits for no lock of ours
-                await self._on_loop(self._prune_step)
+        if state is ClaimState.NEW and self._prune_due():  # bounded work: on the loop
+            await self._twin("prune_step", self._prune_step)
         return state
 
     def _claim(
