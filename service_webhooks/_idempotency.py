@@ -38,6 +38,7 @@ __all__ = [
     "guard_release",
     "new_token",
     "open_store",
+    "store_failed",
 ]
 
 logger = logging.getLogger("service_webhooks")
@@ -61,7 +62,8 @@ _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)
 
 def store_failed(error: Exception) -> StoreError:
     """Log a store operation's failure; the :class:`StoreError` to raise from it (503,
-    fail closed): the one wording of :func:`guard` and :func:`aguard`."""
+    fail closed): the one wording of :func:`guard`, :func:`aguard` and the receiver's
+    own calls to ``claim`` and ``complete``."""
     logger.error("service_webhooks: idempotency store failed: %s", describe(error))
     return StoreError("the idempotency store is unavailable")
 

@@ -74,6 +74,7 @@ from ._idempotency import (
     guard_release,
     new_token,
     open_store,
+    store_failed,
 )
 from ._outcome import (
     DUPLICATE,
@@ -559,7 +560,10 @@ class WebhookReceiver:
         event = plan.event
         key, token = event.idempotency_key, plan.token
         try:
-            state = guard(store.claim, key, token, self.lease)
+            try:  # inline, not guard(store.claim, ...): its frame and *args cost 0.3 µs here
+                state = store.claim(key, token, self.lease)
+            except Exception as error:
+                raise store_failed(error) from error
             if state is not _NEW:
                 return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
@@ -592,7 +596,10 @@ class WebhookReceiver:
                 if recorder is not None and recorder.joined:  # inbox: record in the same commit
                     recorder.complete(plan, handler_time, self.retention)
                 else:
-                    guard(store.complete, key, token, self.retention)
+                    try:
+                        store.complete(key, token, self.retention)
+                    except Exception as error:
+                        raise store_failed(error) from error
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -624,7 +631,10 @@ class WebhookReceiver:
         event = plan.event
         key, token = event.idempotency_key, plan.token
         try:
-            state = await aguard(store.aclaim(key, token, self.lease))
+            try:
+                state = await store.aclaim(key, token, self.lease)
+            except Exception as error:
+                raise store_failed(error) from error
             if state is not _NEW:
                 return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
@@ -658,7 +668,10 @@ class WebhookReceiver:
                 if recorder is not None and recorder.joined:  # inbox: record in the same commit
                     await recorder.acomplete(plan, handler_time, self.retention)
                 else:
-                    await aguard(store.acomplete(key, token, self.retention))
+                    try:
+                        await store.acomplete(key, token, self.retention)
+                    except Exception as error:
+                        raise store_failed(error) from error
             return self._answer(plan, PROCESSED, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
