@@ -494,6 +494,25 @@ def test_a_large_body_gets_the_same_default_key(
     assert forged.status == 401  # the key computed beside a failing HMAC is dropped
 
 
+@pytest.mark.parametrize(
+    ("insert", "reason"),
+    [("é".encode(), "processed"), (b"\xc0\xaf", "malformed_envelope")],
+    ids=["utf-8", "overlong"],
+)
+def test_a_large_body_is_checked_for_utf8_beside_the_hmac(
+    receiver: WebhookReceiver, signed: Signed, drive: Any, insert: bytes, reason: str
+) -> None:
+    """From OVERLAP_FROM bytes the ASCII scan runs on the hashing thread; a non-ASCII
+    body still gets the strict UTF-8 check, even in a skipped field."""
+    from service_webhooks._idempotency import OVERLAP_FROM
+
+    receiver.on("note.created", lambda event: None)
+    head = b'{"eventName":"note.created","version":1,"skipped":"'
+    tail = b'","data":{"id":"n-big","author":"a@example.com","text":"t"}}'
+    body = head + b"x" * OVERLAP_FROM + insert + tail
+    assert drive(receiver, *signed(body)).reason == reason
+
+
 def test_sync_handlers_under_aprocess_run_off_the_loop_with_the_callers_context(
     receiver: WebhookReceiver, signed: Signed
 ) -> None:
