@@ -128,6 +128,13 @@ def server(
     return base, flag, receiver
 
 
+def _navigated(driver: Any, arrived: Callable[[str], bool]) -> None:
+    """Wait (up to 10 s) for the page a click led to: its URL passes ``arrived``."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 10).until(lambda current: arrived(current.current_url))
+
+
 def test_log_in_filter_open_hostile_payload_replay_after_fix(
     server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any]
 ) -> None:
@@ -149,6 +156,7 @@ def test_log_in_filter_open_hostile_payload_replay_after_fix(
     Select(driver.find_element(By.ID, "f-outcome")).select_by_value("5xx")
     driver.find_element(By.ID, "f-org").send_keys("o-DASH-na1")
     driver.find_element(By.ID, "f-apply").click()
+    _navigated(driver, lambda url: "outcome=5xx" in url)  # a click may return before the load
     assert "outcome=5xx" in driver.current_url
     rows = driver.find_elements(By.CSS_SELECTOR, "table.deliveries tbody tr")
     assert len(rows) == 1
@@ -156,6 +164,7 @@ def test_log_in_filter_open_hostile_payload_replay_after_fix(
 
     # open it: the payload is text, no script ran, no dialog
     rows[0].find_element(By.CSS_SELECTOR, "a[data-id]").click()
+    _navigated(driver, lambda url: "/d/" in url)
     payload = driver.find_element(By.ID, "payload").text
     assert "<script>alert(1)</script>" in payload
     assert '"><img src=x onerror=alert(1)>' in payload
@@ -168,6 +177,7 @@ def test_log_in_filter_open_hostile_payload_replay_after_fix(
     # fix the handler, replay, see the new outcome
     flag.touch()
     driver.find_element(By.ID, "replay").click()
+    _navigated(driver, lambda url: url.endswith("#replays"))
     assert driver.current_url.endswith("#replays")
     assert "200 processed" in driver.find_element(By.ID, "current-outcome").text
     replays = driver.find_elements(By.CSS_SELECTOR, "tr.replay-row")
