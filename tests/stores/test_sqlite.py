@@ -213,6 +213,111 @@ async def test_checkpoints_run_in_a_worker_thread_and_prune_steps_on_the_loop(
     assert sorted(set(threads)) == ["checkpoint:False", "prune:True"]
 
 
+def _wal_restarts(path: Path) -> int:
+    """The WAL header's first salt: one more each time the WAL starts over."""
+    with open(f"{path}-wal", "rb") as wal:
+        return int.from_bytes(wal.read(20)[16:20], "big")
+
+
+class _WritesBetweenSteps:
+    """A checkpoint connection stand-in: after the passive step, another connection
+    commits a write (what the loop does while a worker thread checkpoints)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.steps: list[str] = []
+        self.wal_after_write = -1  # the WAL's restart count once that write is in
+
+    def execute(self, statement: str) -> sqlite3.Cursor:
+        cursor = self.connection.execute(statement)
+        self.steps.append(statement)
+        if "PASSIVE" in statement:
+            self.writer.execute(
+                "INSERT INTO service_webhooks_idempotency VALUES (?, 'done', 't', 1e12)",
+                (f"between-{len(self.steps)}",),
+            )
+            self.wal_after_write = _wal_restarts(self.path)
+        return cursor
+
+    def close(self) -> None:
+        self.connection.close()
+        self.writer.close()
+
+
+async def test_a_checkpoint_lets_the_next_write_start_the_wal_over(tmp_path: Path) -> None:
+    """Writes committed while the bulk is copied are copied too (under the write lock),
+    so the WAL restarts instead of growing for as long as writes never pause."""
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    for index in range(5):
+        await store.aclaim(f"k{index}", "t", 60)
+    checkpointer = _WritesBetweenSteps(path)
+    store._checkpointer = checkpointer  # type: ignore[assignment]
+    await asyncio.to_thread(store._checkpoint)
+    await store.aclaim("after", "t", 60)
+    assert _wal_restarts(path) == checkpointer.wal_after_write + 1
+    assert [step.split("(")[1] for step in checkpointer.steps] == ["PASSIVE)", "FULL)"]
+    checkpointer.close()
+    store.close()
+
+
+async def test_a_checkpoint_does_not_wait_out_a_reader_holding_an_old_snapshot(
+    tmp_path: Path,
+) -> None:
+    """The full step holds the write lock while it waits for readers: it gives up
+    after ``CHECKPOINT_WAIT``, not the store's ``timeout``, and writes go on."""
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path, timeout=120)
+    await store.aclaim("first", "t", 60)
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM service_webhooks_idempotency").fetchall()
+    await store.aclaim("second", "t", 60)  # a frame the reader's snapshot does not see
+    checkpoint = threading.Thread(target=store._checkpoint)
+    checkpoint.start()
+    checkpoint.join(timeout=30)
+    finished = not checkpoint.is_alive()
+    reader.execute("COMMIT")
+    checkpoint.join()
+    assert finished
+    assert await store.aclaim("third", "t", 60) is ClaimState.NEW
+    reader.close()
+    store.close()
+
+
+def test_a_failed_checkpoint_is_logged_and_the_writes_stand(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Refusing:
+        def execute(self, statement: str) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    assert store.claim("k", "t", 60) is ClaimState.NEW
+    store._checkpointer = Refusing()  # type: ignore[assignment]
+    store._checkpoint()  # does not raise
+    assert "checkpoint" in caplog.text
+    assert "disk I/O error" in caplog.text
+    assert store.claim("k", "other", 60) is ClaimState.IN_FLIGHT
+    store.close()
+
+
+def test_a_checkpoint_still_at_work_is_not_run_twice(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    store.create_schema()
+    checkpointer = _WritesBetweenSteps(tmp_path / "keys.sqlite3")
+    store._checkpointer = checkpointer  # type: ignore[assignment]
+    with store._checkpointing:  # another thread's checkpoint
+        store._checkpoint()
+    assert checkpointer.steps == []
+    store._checkpoint()
+    assert len(checkpointer.steps) == 2
+    checkpointer.close()
+    store.close()
+
+
 async def test_a_subclass_override_is_called_by_the_async_twin(tmp_path: Path) -> None:
     calls: list[str] = []
 
