@@ -8,27 +8,37 @@ machines: use the Redis or PostgreSQL store there. Expired rows are pruned by
 next :data:`PRUNE_SLICE` keys of the table (a sweep that wraps around: bounded work
 each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes).
 
-Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``) a statement
-runs on the event loop itself, on a connection of that loop's own that never blocks: its
-busy timeout is 0, so a write lock held by another connection raises at once; the call
-then waits on the loop (``asyncio.sleep``, from 0.5 ms doubling up to 50 ms) and tries
-again, up to ``timeout`` seconds in all. A write that gets the lock appends a few pages
-to the WAL file (no fsync with ``synchronous=NORMAL``): microseconds, cheaper than a hop
-to a worker thread and back. (Handing a locked call to a worker thread instead, whose
-connection blocks, made a pile-up: while that thread held the lock, the loop's next
-writes were refused too and followed it.) The loop's connection never checkpoints
-(``wal_autocheckpoint=0``): every ``CHECKPOINT_EVERY`` writes, a worker thread copies
-the WAL into the database file in two steps. A passive checkpoint copies the bulk beside
-the loop's writes; a full one then copies the few pages written meanwhile, holding the
-write lock for that copy and its fsync (waiting at most ``CHECKPOINT_WAIT`` seconds for
-the lock or for a reader). The WAL is then wholly in the database file, so the next
-write starts it over from its beginning. (Passive checkpoints alone never catch up with
-writes that do not stop: the WAL grew to 700 MB in a 10-second bench, and writes into a
-growing file and its index cost about a third more CPU per delivery.) A WAL that did grow
-is cut back to ``JOURNAL_SIZE_LIMIT`` bytes when it starts over. The bounded prune step
-runs on the loop. A subclass
-that overrides ``claim``, ``complete``, ``complete_with``, ``release`` or ``prune_step``
-has its override called, in a worker thread, by the async twin.
+Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``) no call
+blocks on the lock or hops to a thread. Each call is queued for its event loop's next
+**group commit**: the first call of a turn of the loop schedules one callback, which runs
+every call queued by then in one ``BEGIN IMMEDIATE`` … ``COMMIT`` on a connection of the
+loop's own, each call in a savepoint of its own (a failure undoes that call's statements
+only), and settles each caller once the transaction is committed. A caller still learns
+that its claim or completion is written only once it is committed; under load the
+deliveries in flight share a few commits instead of making two each (through the ASGI
+adapter, measured: 3,860 -> 4,630 requests/s without an inbox, 2,660 -> 4,070 with one).
+
+That connection's busy timeout is 0, so a write lock held by another connection (another
+process) refuses the group at once: each caller waits on the loop (``asyncio.sleep``,
+from 0.5 ms doubling up to 50 ms) and queues again, up to ``timeout`` seconds in all.
+(Handing a locked call to a worker thread instead, whose connection blocks, made a
+pile-up: while that thread held the lock, the loop's next writes were refused too and
+followed it.)
+
+The loop's connection never checkpoints (``wal_autocheckpoint=0``): every
+``CHECKPOINT_EVERY`` writes, a worker thread copies the WAL into the database file in two
+steps. A passive checkpoint copies the bulk beside the loop's writes; a full one then
+copies the few pages written meanwhile, holding the write lock for that copy and its
+fsync (waiting at most ``CHECKPOINT_WAIT`` seconds for the lock or for a reader). The WAL
+is then wholly in the database file, so the next write starts it over from its
+beginning. (Passive checkpoints alone never catch up with writes that do not stop: the
+WAL grew to 700 MB in a 10-second bench, and writing into a growing file and index cost
+about a third more CPU per delivery.) A WAL that did grow is cut back to
+``JOURNAL_SIZE_LIMIT`` bytes when it starts over.
+
+The bounded prune step is queued like any call. A subclass that overrides ``claim``,
+``complete``, ``complete_with``, ``release`` or ``prune_step`` has its override called,
+in a worker thread, by the async twin.
 
 Schema (created on first use)::
 
@@ -56,7 +66,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState, SyncStore
@@ -111,6 +121,17 @@ _LONGEST_RETRY = 0.05  # the wait doubles up to this
 _TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
 
 
+_Queued = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
+"""One store call waiting for its event loop's group commit: work, its arguments, and
+the caller's future."""
+
+
+class _Failed(NamedTuple):
+    """A queued call's exception (its savepoint was rolled back)."""
+
+    error: Exception
+
+
 class SQLiteStore(SyncStore):
     """Idempotency store in a SQLite database file.
 
@@ -150,6 +171,10 @@ class SQLiteStore(SyncStore):
         self._prune_cursor = ""  # prune_step sweeps the keys after this one
         self._checkpointer: sqlite3.Connection | None = None  # a worker thread's, at a time
         self._checkpointing = threading.Lock()
+        self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Queued]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._checkpoints: set[asyncio.Future[None]] = set()
         self._claims = 0
         self._loop_writes = 0
         # a subclass that overrides a sync method keeps it under asyncio (in a thread)
@@ -201,24 +226,19 @@ class SQLiteStore(SyncStore):
         return await self._on_loop(work, *args)
 
     async def _on_loop(self, work: Callable[..., T], *args: Any) -> T:
-        """``work(connection, *args)`` on the loop's connection. While another
+        """``work(connection, *args)`` on the loop's connection, in its next group
+        commit (:meth:`_commit_group`), once that is committed. While another
         connection holds the write lock (nothing was written), wait on the loop, never
-        blocking it, and try again: up to ``timeout`` seconds in all, as a blocking
+        blocking it, and queue again: up to ``timeout`` seconds in all, as a blocking
         connection would."""
-        connection = None
         delay = _FIRST_RETRY
         deadline = None
         while True:
             try:
-                if connection is None:  # opening creates the table: it may be refused too
-                    connection = self._loop_connection()
-                result = work(connection, *args)
-                break
+                return await self._in_group(work, args)
             except sqlite3.OperationalError as error:
                 if error.sqlite_errorcode & 0xFF not in _BUSY:  # extended codes: BUSY_* too
                     raise
-                if connection is not None and connection.in_transaction:
-                    connection.execute("ROLLBACK")
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self._timeout
@@ -226,10 +246,86 @@ class SQLiteStore(SyncStore):
                     raise
                 await asyncio.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, _LONGEST_RETRY)
-        self._loop_writes += 1
-        if self._loop_writes % CHECKPOINT_EVERY == 0:
-            await asyncio.to_thread(self._checkpoint)
-        return result
+
+    def _in_group(self, work: Callable[..., T], args: tuple[Any, ...]) -> asyncio.Future[T]:
+        """Queue ``work(connection, *args)`` for the loop's next group commit."""
+        loop = asyncio.get_running_loop()
+        group = self._groups.get(loop)
+        if group is None:
+            group = self._groups[loop] = []
+            loop.call_soon(self._commit_group, loop, group)
+        future: asyncio.Future[T] = loop.create_future()
+        group.append((work, args, future))
+        return future
+
+    def _commit_group(self, loop: asyncio.AbstractEventLoop, group: list[_Queued]) -> None:
+        """Run the queued work in one transaction, each in a savepoint of its own (a
+        failure undoes its own statements only), and settle each caller's future once
+        the transaction is committed: one commit, and one lock, for every store call
+        that deliveries made in one turn of the event loop.
+
+        A caller cancelled before its turn has nothing written. When the transaction
+        cannot start (another connection's write lock: ``SQLITE_BUSY``) or cannot
+        commit, every caller gets that error and nothing of the group is written.
+        """
+        if self._groups.get(loop) is group:
+            del self._groups[loop]
+        group = [queued for queued in group if not queued[2].cancelled()]
+        if not group:
+            return
+        try:
+            results = self._run_group(group)
+        except Exception as error:  # nothing of the group was written
+            results = [_Failed(error)] * len(group)
+        except BaseException:
+            for _, _, future in group:
+                future.cancel()
+            raise
+        for (_, _, future), result in zip(group, results, strict=True):
+            if future.cancelled():
+                continue  # cancelled while its work was committed: nothing to tell
+            if isinstance(result, _Failed):
+                future.set_exception(result.error)
+            else:
+                future.set_result(result)
+        before = self._loop_writes
+        self._loop_writes += len(group)
+        if before // CHECKPOINT_EVERY != self._loop_writes // CHECKPOINT_EVERY:
+            checkpoint = loop.run_in_executor(None, self._checkpoint)
+            self._checkpoints.add(checkpoint)  # a reference until it is done
+            checkpoint.add_done_callback(self._checkpoints.discard)
+
+    def _run_group(self, group: list[_Queued]) -> list[Any]:
+        """Each queued work's result (or :class:`_Failed`), all committed.
+
+        Raises:
+            sqlite3.Error: The transaction could not start or commit; it is rolled back.
+        """
+        connection = self._loop_connection()
+        connection.execute("BEGIN IMMEDIATE")
+        alone = len(group) == 1  # no savepoint: its failure rolls the transaction back
+        results: list[Any] = []
+        try:
+            for work, args, _ in group:
+                if not alone:
+                    connection.execute("SAVEPOINT service_webhooks_call")
+                try:
+                    results.append(work(connection, *args))
+                except Exception as error:
+                    results.append(_Failed(error))
+                    if not alone:
+                        connection.execute("ROLLBACK TO service_webhooks_call")
+                if not alone:
+                    connection.execute("RELEASE service_webhooks_call")
+            if alone and isinstance(results[0], _Failed):
+                connection.execute("ROLLBACK")
+            else:
+                connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return results
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the database file so that the next write starts it over;
@@ -317,7 +413,16 @@ class SQLiteStore(SyncStore):
         Raises:
             sqlite3.Error: Either statement failed; nothing was written.
         """
-        return self._complete_with(self._connection(), key, token, retention, statement, params)
+        connection = self._connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            done = self._complete_with(connection, key, token, retention, statement, params)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return done
 
     async def acomplete_with(
         self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
@@ -337,15 +442,8 @@ class SQLiteStore(SyncStore):
         params: Sequence[Any],
     ) -> bool:
         now = self._now()
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            done = connection.execute(_COMPLETE, (key, token, now + retention, now)).rowcount
-            connection.execute(statement, params)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
+        done = connection.execute(_COMPLETE, (key, token, now + retention, now)).rowcount
+        connection.execute(statement, params)
         return done == 1
 
     def release(self, key: str, token: str) -> bool:

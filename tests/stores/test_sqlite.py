@@ -188,6 +188,108 @@ async def test_a_failed_joined_write_on_the_loop_leaves_no_transaction_open(
     store.close()
 
 
+def _statements(connection: sqlite3.Connection) -> list[str]:
+    """Every statement ``connection`` runs from now on."""
+    seen: list[str] = []
+    connection.set_trace_callback(seen.append)
+    return seen
+
+
+def _transactions(statements: list[str]) -> int:
+    return sum(1 for statement in statements if statement == "BEGIN IMMEDIATE")
+
+
+async def test_calls_made_in_one_turn_of_the_loop_share_one_commit(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    statements = _statements(store._loop_connection())
+    claims = await asyncio.gather(*(store.aclaim(f"k{i}", "t", 60) for i in range(10)))
+    assert claims == [ClaimState.NEW] * 10
+    assert _transactions(statements) == 1
+    assert statements.count("COMMIT") == 1
+    with closing(sqlite3.connect(path)) as other:  # committed: another connection sees them
+        (count,) = other.execute("SELECT count(*) FROM service_webhooks_idempotency").fetchone()
+        assert count == 10
+    store.close()
+
+
+async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    store.create_schema()
+    with closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE side (n INTEGER)")
+        setup.commit()
+    for key in ("a", "b", "c"):
+        await store.aclaim(key, "t", 60)
+    statements = _statements(store._loop_connection())
+    results = await asyncio.gather(
+        store.acomplete_with("a", "t", 60, "INSERT INTO missing VALUES (1)", []),
+        store.acomplete("b", "t", 60),
+        store.acomplete_with("c", "t", 60, "INSERT INTO side VALUES (?)", [7]),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], sqlite3.OperationalError)
+    assert results[1:] == [True, True]
+    assert _transactions(statements) == 1
+    assert await store.aclaim("a", "other", 60) is ClaimState.IN_FLIGHT  # not completed
+    assert await store.aclaim("b", "other", 60) is ClaimState.DONE
+    assert await store.aclaim("c", "other", 60) is ClaimState.DONE
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT n FROM side").fetchall() == [(7,)]
+    store.close()
+
+
+async def test_two_claims_of_one_key_in_one_group_one_wins(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    claims = await asyncio.gather(store.aclaim("k", "t1", 60), store.aclaim("k", "t2", 60))
+    assert claims == [ClaimState.NEW, ClaimState.IN_FLIGHT]
+    assert await store.acomplete("k", "t2", 60) is False  # t1 holds it
+    assert await store.acomplete("k", "t1", 60) is True
+    store.close()
+
+
+async def test_a_call_cancelled_before_its_group_commits_writes_nothing(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    store.create_schema()
+    task = asyncio.create_task(store.aclaim("k", "t", 60))
+    await asyncio.sleep(0)  # the task queued its claim; the group commits next turn
+    assert store._groups  # queued, not yet committed
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.aclaim("k", "other", 60) is ClaimState.NEW
+    store.close()
+
+
+async def test_a_group_whose_commit_fails_fails_every_call_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A deferred foreign key is checked at ``COMMIT``: the whole group is refused."""
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    store.create_schema()
+    with closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+        setup.execute(
+            "CREATE TABLE child (parent INTEGER REFERENCES parent (id)"
+            " DEFERRABLE INITIALLY DEFERRED)"
+        )
+        setup.commit()
+    await store.aclaim("a", "t", 60)
+    store._loop_connection().execute("PRAGMA foreign_keys=ON")
+    results = await asyncio.gather(
+        store.acomplete_with("a", "t", 60, "INSERT INTO child VALUES (1)", []),
+        store.aclaim("b", "t", 60),
+        return_exceptions=True,
+    )
+    assert [type(result) for result in results] == [sqlite3.IntegrityError] * 2
+    assert not store._loop_connection().in_transaction
+    assert await store.aclaim("a", "other", 60) is ClaimState.IN_FLIGHT  # not completed
+    assert await store.aclaim("b", "other", 60) is ClaimState.NEW  # never claimed
+    store.close()
+
+
 async def test_checkpoints_run_in_a_worker_thread_and_prune_steps_on_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
