@@ -119,6 +119,7 @@ _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_RETRY = 0.0005  # seconds the loop waits before trying a locked write again
 _LONGEST_RETRY = 0.05  # the wait doubles up to this
 _TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
+_TRANSACTIONAL = frozenset({"_complete_with"})  # several writes: alone, still a transaction
 
 
 _Queued = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
@@ -302,6 +303,12 @@ class SQLiteStore(SyncStore):
             sqlite3.Error: The transaction could not start or commit; it is rolled back.
         """
         connection = self._loop_connection()
+        if len(group) == 1 and group[0][0].__name__ not in _TRANSACTIONAL:
+            work, args, _ = group[0]  # alone, one statement: autocommitted
+            try:
+                return [work(connection, *args)]
+            except Exception as error:
+                return [_Failed(error)]
         connection.execute("BEGIN IMMEDIATE")
         alone = len(group) == 1  # no savepoint: its failure rolls the transaction back
         results: list[Any] = []

@@ -213,6 +213,23 @@ async def test_calls_made_in_one_turn_of_the_loop_share_one_commit(tmp_path: Pat
     store.close()
 
 
+async def test_a_call_alone_in_its_turn_is_autocommitted_unless_it_writes_twice(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    store.create_schema()
+    with closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE side (n INTEGER)")
+        setup.commit()
+    statements = _statements(store._loop_connection())
+    assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+    assert _transactions(statements) == 0  # one statement: its own transaction
+    assert await store.acomplete_with("k", "t", 60, "INSERT INTO side VALUES (1)", []) is True
+    assert _transactions(statements) == 1  # two writes: one transaction
+    store.close()
+
+
 async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path: Path) -> None:
     path = tmp_path / "keys.sqlite3"
     store = SQLiteStore(path)
