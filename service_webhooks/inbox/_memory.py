@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import heapq
 import threading
 import time
 from collections import Counter
@@ -62,6 +63,8 @@ class MemoryInbox(SyncInbox):
         self.max_bytes = max_bytes
         self._clock = clock
         self._records: dict[str, ReceivedDelivery] = {}
+        self._by_age: list[tuple[int, str]] = []  # a heap, oldest first; may hold ids
+        # already pruned or purged (skipped when popped; rebuilt when mostly those)
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -81,10 +84,20 @@ class MemoryInbox(SyncInbox):
                 self._seen[delivery.idempotency_key] += 1
                 seen = self._seen[delivery.idempotency_key]
             self._records[delivery.id] = msgspec.structs.replace(delivery, seen=seen)
+            heapq.heappush(self._by_age, _order(delivery))
             if len(self._records) > self.max_records:
-                oldest = min(self._records.values(), key=_order)
-                del self._records[oldest.id]
+                self._drop_oldest()
+            elif len(self._by_age) > 2 * len(self._records) + 64:
+                self._by_age = [_order(record) for record in self._records.values()]
+                heapq.heapify(self._by_age)
         return seen
+
+    def _drop_oldest(self) -> None:
+        """Drop the record received first (a heap pop, not a scan of every record)."""
+        while self._by_age:
+            _, record_id = heapq.heappop(self._by_age)
+            if self._records.pop(record_id, None) is not None:
+                return
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
         with self._lock:

@@ -56,6 +56,36 @@ def test_memory_inbox_is_bounded() -> None:
     assert [r.id for r in inbox.search().items] == [r.id for r in reversed(records[2:])]
 
 
+def test_memory_inbox_drops_the_first_received_even_when_recorded_late() -> None:
+    """Bounded by received time, not by the order of recording; records pruned or
+    purged meanwhile are not counted twice."""
+    from service_webhooks.inbox import InboxQuery, MemoryInbox
+
+    inbox = MemoryInbox(max_records=3)
+    late, *others = [delivery(0), delivery(1), delivery(2), delivery(3, org="o-2")]
+    for record in others:
+        inbox.record(record)
+    inbox.record(late)  # received first, recorded last: the one dropped
+    assert {r.id for r in inbox.search().items} == {r.id for r in others}
+    assert inbox.purge(InboxQuery(organization_id="o-2")) == 1
+    inbox.record(delivery(4))  # room for it: nothing else is dropped
+    assert len(inbox) == 3
+    inbox.record(delivery(5))  # full again: the oldest still there goes
+    assert others[0].id not in {r.id for r in inbox.search().items}
+    assert len(inbox) == 3
+
+
+def test_memory_inbox_stays_small_when_records_are_purged_as_they_come() -> None:
+    from service_webhooks.inbox import MemoryInbox
+
+    inbox = MemoryInbox(max_records=10)
+    for index in range(1000):
+        inbox.record(delivery(index))
+        inbox.purge()
+    assert len(inbox) == 0
+    assert len(inbox._by_age) <= 64 + 1
+
+
 def test_postgres_schema_sql_is_the_ddl() -> None:
     pytest.importorskip("psycopg")
     from service_webhooks.inbox import PostgresInbox
