@@ -257,6 +257,60 @@ async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path
     store.close()
 
 
+async def test_a_failing_single_write_in_a_group_is_undone_by_itself(tmp_path: Path) -> None:
+    """One statement needs no savepoint: SQLite backs out a failed statement alone."""
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    store.create_schema()
+    with closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE side (n INTEGER NOT NULL)")
+        setup.commit()
+
+    def refused(connection: sqlite3.Connection) -> None:
+        connection.execute("INSERT INTO side SELECT 1 UNION ALL SELECT NULL")  # 1 row, then not
+
+    statements = _statements(store._loop_connection())
+    results = await asyncio.gather(
+        store.aclaim("a", "t", 60),
+        store._on_loop(refused),
+        store.aclaim("b", "t", 60),
+        return_exceptions=True,
+    )
+    assert results[0] is ClaimState.NEW
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert results[2] is ClaimState.NEW
+    assert not any(statement.startswith("SAVEPOINT") for statement in statements)
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT count(*) FROM side").fetchone() == (0,)
+        (claimed,) = other.execute("SELECT count(*) FROM service_webhooks_idempotency").fetchone()
+        assert claimed == 2
+    store.close()
+
+
+async def test_a_call_whose_error_ended_the_transaction_fails_its_whole_group(
+    tmp_path: Path,
+) -> None:
+    """Some errors (a full disk, an I/O error) make SQLite roll the whole transaction
+    back: every call of the group is then told, none is reported written."""
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    store.create_schema()
+
+    def rolled_back(connection: sqlite3.Connection) -> None:
+        connection.execute("ROLLBACK")  # what SQLite does itself on such an error
+        raise sqlite3.OperationalError("disk I/O error")
+
+    results = await asyncio.gather(
+        store.aclaim("a", "t", 60),
+        store._on_loop(rolled_back),
+        store.aclaim("b", "t", 60),
+        return_exceptions=True,
+    )
+    assert [type(result) for result in results] == [sqlite3.OperationalError] * 3
+    assert await store.aclaim("a", "other", 60) is ClaimState.NEW  # rolled back
+    assert await store.aclaim("b", "other", 60) is ClaimState.NEW  # never run
+    store.close()
+
+
 async def test_two_claims_of_one_key_in_one_group_one_wins(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "keys.sqlite3")
     claims = await asyncio.gather(store.aclaim("k", "t1", 60), store.aclaim("k", "t2", 60))
