@@ -295,8 +295,12 @@ def test_through_django(logs: Capture) -> None:
     from django.test.utils import override_settings
     from django.urls import clear_url_caches, path
 
-    if not settings.configured:
-        settings.configure(SECRET_KEY="test-only", ALLOWED_HOSTS=["testserver"])
+    if not settings.configured:  # alone; the adapter suite configures its own project
+        settings.configure(
+            SECRET_KEY="test-only",
+            ALLOWED_HOSTS=["testserver"],
+            INSTALLED_APPS=["service_webhooks.adapters.django"],  # the view imports its models
+        )
         django.setup()
     from service_webhooks.adapters.django.conf import build_receiver
     from service_webhooks.adapters.django.views import webhook_view
