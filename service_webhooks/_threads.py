@@ -87,6 +87,8 @@ class _Pool:
             pending = self._pending.get(loop)
             wake = pending is None  # the first since the loop last drained: wake it
             if pending is None:
+                for closed in [other for other in self._pending if other.is_closed()]:
+                    del self._pending[closed]  # closed before its drain ran: nobody waits
                 pending = self._pending[loop] = []
             pending.append((settle, future, value))
         if wake:

@@ -673,3 +673,19 @@ def test_results_that_finish_together_share_one_wake_up_of_the_loop() -> None:
     results, wake_ups = asyncio.run(main())
     assert results == [n * 2 for n in range(10)]
     assert 1 <= wake_ups < 10
+
+
+def test_results_of_a_loop_that_closed_before_draining_them_are_let_go() -> None:
+    from service_webhooks._threads import _Pool, _succeed
+
+    pool = _Pool(2)
+    closed = asyncio.new_event_loop()
+    pool._settle(closed, _succeed, closed.create_future(), 1)  # its drain never runs
+    closed.close()
+    assert closed in pool._pending
+
+    async def another_loop() -> int:
+        return int(await pool.run(lambda number: number + 1, 1))
+
+    assert asyncio.run(another_loop()) == 2
+    assert closed not in pool._pending
