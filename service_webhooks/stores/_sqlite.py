@@ -60,13 +60,14 @@ earlier version keeps its rowid table; every statement works on both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -121,7 +122,7 @@ _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_RETRY = 0.0005  # seconds the loop waits before trying a locked write again
 _LONGEST_RETRY = 0.05  # the wait doubles up to this
 _TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
-_TRANSACTIONAL = frozenset({"_complete_with"})  # several writes: a savepoint in a group
+_TRANSACTIONAL = frozenset({"_complete_with"})  # writes twice: a transaction or savepoint
 
 
 _Queued = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
@@ -264,9 +265,9 @@ class SQLiteStore(SyncStore):
 
     def _commit_group(self, loop: asyncio.AbstractEventLoop, group: list[_Queued]) -> None:
         """Run the queued work in one transaction, a failure undoing that call's own
-        writes only (a savepoint for a call that writes twice), and settle each caller's future once
-        the transaction is committed: one commit, and one lock, for every store call
-        that deliveries made in one turn of the event loop.
+        writes only (a savepoint for a call that writes twice), and settle each
+        caller's future once the transaction is committed: one commit, and one lock,
+        for every store call that deliveries made in one turn of the event loop.
 
         A caller cancelled before its turn has nothing written. When the transaction
         cannot start (another connection's write lock: ``SQLITE_BUSY``) or cannot
@@ -307,21 +308,21 @@ class SQLiteStore(SyncStore):
             sqlite3.Error: The transaction could not start or commit; it is rolled back.
         """
         connection = self._loop_connection()
-        if len(group) == 1 and group[0][0].__name__ not in _TRANSACTIONAL:
-            work, args, _ = group[0]  # alone, one statement: autocommitted
+        if len(group) == 1:
+            work, args, _ = group[0]
             try:
-                return [work(connection, *args)]
+                if work.__name__ not in _TRANSACTIONAL:
+                    return [work(connection, *args)]  # one statement: autocommitted
+                with _transaction(connection):
+                    return [work(connection, *args)]
             except Exception as error:
                 return [_Failed(error)]
-        connection.execute("BEGIN IMMEDIATE")
-        alone = len(group) == 1
         results: list[Any] = []
-        try:
+        with _transaction(connection):
             for work, args, _ in group:
-                # One write is undone by SQLite itself when it fails (statement
-                # atomicity); more than one needs a savepoint, unless alone (then the
-                # transaction is rolled back).
-                savepoint = not alone and work.__name__ in _TRANSACTIONAL
+                # SQLite undoes a failed statement by itself (statement atomicity); a
+                # call that writes twice needs a savepoint to undo its first write
+                savepoint = work.__name__ in _TRANSACTIONAL
                 if savepoint:
                     connection.execute("SAVEPOINT service_webhooks_call")
                 try:
@@ -334,14 +335,6 @@ class SQLiteStore(SyncStore):
                         connection.execute("ROLLBACK TO service_webhooks_call")
                 if savepoint:
                     connection.execute("RELEASE service_webhooks_call")
-            if alone and isinstance(results[0], _Failed):
-                connection.execute("ROLLBACK")
-            else:
-                connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
         return results
 
     def _checkpoint(self) -> None:
@@ -431,15 +424,8 @@ class SQLiteStore(SyncStore):
             sqlite3.Error: Either statement failed; nothing was written.
         """
         connection = self._connection()
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            done = self._complete_with(connection, key, token, retention, statement, params)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        return done
+        with _transaction(connection):
+            return self._complete_with(connection, key, token, retention, statement, params)
 
     async def acomplete_with(
         self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
@@ -508,3 +494,18 @@ class SQLiteStore(SyncStore):
         with self._lock:
             self._claims += 1
             return self._claims % self._prune_every == 0
+
+
+@contextlib.contextmanager
+def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; ``ROLLBACK`` when the block or the commit
+    raises (and the transaction is still open: some errors make SQLite roll it back
+    itself)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        connection.execute("COMMIT")  # a refused commit (a deferred constraint) rolls back
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise

@@ -195,6 +195,18 @@ def _statements(connection: sqlite3.Connection) -> list[str]:
     return seen
 
 
+def _store_beside(path: Path, *tables: str) -> SQLiteStore:
+    """A store on ``path`` with its table, and ``tables`` (``CREATE TABLE`` statements)
+    beside it in the same file."""
+    store = SQLiteStore(path)
+    store.create_schema()
+    with closing(sqlite3.connect(path)) as setup:
+        for table in tables:
+            setup.execute(table)
+        setup.commit()
+    return store
+
+
 def _transactions(statements: list[str]) -> int:
     return sum(1 for statement in statements if statement == "BEGIN IMMEDIATE")
 
@@ -217,11 +229,7 @@ async def test_a_call_alone_in_its_turn_is_autocommitted_unless_it_writes_twice(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "keys.sqlite3"
-    store = SQLiteStore(path)
-    store.create_schema()
-    with closing(sqlite3.connect(path)) as setup:
-        setup.execute("CREATE TABLE side (n INTEGER)")
-        setup.commit()
+    store = _store_beside(path, "CREATE TABLE side (n INTEGER)")
     statements = _statements(store._loop_connection())
     assert await store.aclaim("k", "t", 60) is ClaimState.NEW
     assert _transactions(statements) == 0  # one statement: its own transaction
@@ -232,11 +240,7 @@ async def test_a_call_alone_in_its_turn_is_autocommitted_unless_it_writes_twice(
 
 async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path: Path) -> None:
     path = tmp_path / "keys.sqlite3"
-    store = SQLiteStore(path)
-    store.create_schema()
-    with closing(sqlite3.connect(path)) as setup:
-        setup.execute("CREATE TABLE side (n INTEGER)")
-        setup.commit()
+    store = _store_beside(path, "CREATE TABLE side (n INTEGER)")
     for key in ("a", "b", "c"):
         await store.aclaim(key, "t", 60)
     statements = _statements(store._loop_connection())
@@ -260,11 +264,7 @@ async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path
 async def test_a_failing_single_write_in_a_group_is_undone_by_itself(tmp_path: Path) -> None:
     """One statement needs no savepoint: SQLite backs out a failed statement alone."""
     path = tmp_path / "keys.sqlite3"
-    store = SQLiteStore(path)
-    store.create_schema()
-    with closing(sqlite3.connect(path)) as setup:
-        setup.execute("CREATE TABLE side (n INTEGER NOT NULL)")
-        setup.commit()
+    store = _store_beside(path, "CREATE TABLE side (n INTEGER NOT NULL)")
 
     def refused(connection: sqlite3.Connection) -> None:
         connection.execute("INSERT INTO side SELECT 1 UNION ALL SELECT NULL")  # 1 row, then not
@@ -338,15 +338,11 @@ async def test_a_group_whose_commit_fails_fails_every_call_and_writes_nothing(
 ) -> None:
     """A deferred foreign key is checked at ``COMMIT``: the whole group is refused."""
     path = tmp_path / "keys.sqlite3"
-    store = SQLiteStore(path)
-    store.create_schema()
-    with closing(sqlite3.connect(path)) as setup:
-        setup.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-        setup.execute(
-            "CREATE TABLE child (parent INTEGER REFERENCES parent (id)"
-            " DEFERRABLE INITIALLY DEFERRED)"
-        )
-        setup.commit()
+    store = _store_beside(
+        path,
+        "CREATE TABLE parent (id INTEGER PRIMARY KEY)",
+        "CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)",
+    )
     await store.aclaim("a", "t", 60)
     store._loop_connection().execute("PRAGMA foreign_keys=ON")
     results = await asyncio.gather(
