@@ -13,12 +13,14 @@ blocks on the lock or hops to a thread. Each call is queued for its event loop's
 **group commit**: the first call of a turn of the loop schedules one callback, which runs
 every call queued by then in one ``BEGIN IMMEDIATE`` … ``COMMIT`` on a connection of the
 loop's own, and a failure undoes that call's writes only (SQLite backs out a failed
-statement by itself; a call that writes twice, a completion with its inbox record, runs
-in a savepoint), and settles each caller once the transaction is committed. A caller still learns
-that its claim or completion is written only once it is committed; under load the
-deliveries in flight share a few commits instead of making two each (through the ASGI
-adapter, measured: 3,860 -> 4,690-5,310 requests/s without an inbox, 2,660 ->
-3,100-4,070 with one). A call alone in its turn that is one write is autocommitted.
+statement by itself; a completion with its inbox record writes the record first, so
+when the record fails nothing of the call is written, and when the completion then
+fails its whole group fails), and settles each caller once the transaction is committed.
+A caller still learns that its claim or completion is written only once it is
+committed; under load the deliveries in flight share a few commits instead of making two
+each (through the ASGI adapter, measured: 3,860 -> 4,690-5,310 requests/s without an
+inbox, 2,660 -> 3,100-4,070 with one). A call alone in its turn that is one write is
+autocommitted.
 
 That connection's busy timeout is 0, so a write lock held by another connection (another
 process) refuses the group at once: each caller waits on the loop (``asyncio.sleep``,
@@ -122,7 +124,7 @@ _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_RETRY = 0.0005  # seconds the loop waits before trying a locked write again
 _LONGEST_RETRY = 0.05  # the wait doubles up to this
 _TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
-_TRANSACTIONAL = frozenset({"_complete_with"})  # writes twice: a transaction or savepoint
+_TRANSACTIONAL = frozenset({"_complete_with"})  # writes twice: alone, in a transaction
 
 
 _Queued = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
@@ -265,7 +267,7 @@ class SQLiteStore(SyncStore):
 
     def _commit_group(self, loop: asyncio.AbstractEventLoop, group: list[_Queued]) -> None:
         """Run the queued work in one transaction, a failure undoing that call's own
-        writes only (a savepoint for a call that writes twice), and settle each
+        writes only, and settle each
         caller's future once the transaction is committed: one commit, and one lock,
         for every store call that deliveries made in one turn of the event loop.
 
@@ -320,21 +322,12 @@ class SQLiteStore(SyncStore):
         results: list[Any] = []
         with _transaction(connection):
             for work, args, _ in group:
-                # SQLite undoes a failed statement by itself (statement atomicity); a
-                # call that writes twice needs a savepoint to undo its first write
-                savepoint = work.__name__ in _TRANSACTIONAL
-                if savepoint:
-                    connection.execute("SAVEPOINT service_webhooks_call")
                 try:
                     results.append(work(connection, *args))
                 except Exception as error:
                     if not connection.in_transaction:
-                        raise  # SQLite rolled the whole transaction back (disk full, I/O)
-                    results.append(_Failed(error))
-                    if savepoint:
-                        connection.execute("ROLLBACK TO service_webhooks_call")
-                if savepoint:
-                    connection.execute("RELEASE service_webhooks_call")
+                        raise  # the whole transaction was rolled back (disk full, I/O)
+                    results.append(_Failed(error))  # SQLite backed the failed statement out
         return results
 
     def _checkpoint(self) -> None:
@@ -444,10 +437,18 @@ class SQLiteStore(SyncStore):
         statement: str,
         params: Sequence[Any],
     ) -> bool:
-        now = self._now()
-        done = connection.execute(_COMPLETE, (key, token, now + retention, now)).rowcount
+        # The statement first: when it fails, SQLite backs it out and this call has
+        # written nothing, so a group needs no savepoint around it. The completion can
+        # fail only as the database does (full, I/O): the statement is written by then,
+        # and only the whole transaction undoes it (its group fails).
         connection.execute(statement, params)
-        return done == 1
+        now = self._now()
+        try:
+            return connection.execute(_COMPLETE, (key, token, now + retention, now)).rowcount == 1
+        except sqlite3.Error:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
 
     def release(self, key: str, token: str) -> bool:
         return self._release(self._connection(), key, token)

@@ -261,8 +261,37 @@ async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path
     store.close()
 
 
+async def test_a_completion_failing_after_its_record_fails_its_whole_group(
+    tmp_path: Path,
+) -> None:
+    """The record is written first; a completion failing after it (as only a full or
+    failing disk makes it) leaves a written record that only the whole transaction
+    undoes: every call of the group is told, and nothing of the group is written."""
+    path = tmp_path / "keys.sqlite3"
+    store = _store_beside(
+        path,
+        "CREATE TABLE side (n INTEGER)",
+        "CREATE TRIGGER refuse BEFORE UPDATE ON service_webhooks_idempotency"
+        " WHEN NEW.key = 'a' BEGIN SELECT RAISE(ABORT, 'disk full'); END",
+    )
+    for key in ("a", "b"):
+        await store.aclaim(key, "t", 60)
+    results = await asyncio.gather(
+        store.acomplete_with("a", "t", 60, "INSERT INTO side VALUES (?)", [1]),
+        store.acomplete_with("b", "t", 60, "INSERT INTO side VALUES (?)", [2]),
+        return_exceptions=True,
+    )
+    assert [type(result) for result in results] == [sqlite3.IntegrityError] * 2
+    assert "disk full" in str(results[0])
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT count(*) FROM side").fetchone() == (0,)
+    assert await store.aclaim("b", "other", 60) is ClaimState.IN_FLIGHT  # not completed
+    assert await store.acomplete_with("b", "t", 60, "INSERT INTO side VALUES (2)", []) is True
+    store.close()
+
+
 async def test_a_failing_single_write_in_a_group_is_undone_by_itself(tmp_path: Path) -> None:
-    """One statement needs no savepoint: SQLite backs out a failed statement alone."""
+    """SQLite backs out a failed statement alone: no savepoint is taken."""
     path = tmp_path / "keys.sqlite3"
     store = _store_beside(path, "CREATE TABLE side (n INTEGER NOT NULL)")
 
