@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import secrets as _random
 import time
 import traceback
 from contextvars import ContextVar
@@ -52,7 +51,7 @@ from ._idempotency import (
 )
 from ._outcome import PROCESSED, Outcome, outcome_for_error
 from ._signing import parse_signature_header
-from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros
+from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros, new_record_id
 from .inbox._sql import SQLInbox
 from .inbox._sqlite import SQLiteInbox
 from .inbox._url import inbox_from_url
@@ -336,9 +335,10 @@ class Recorder:
         version = note.version
         if version is not None and not -(2**63) <= version < 2**63:
             version = None  # a 64-bit column cannot hold it; the body still has it
+        micros = int(note.received * 1_000_000)
         return ReceivedDelivery(
-            id=_random.token_hex(16),
-            received_at=from_micros(int(note.received * 1_000_000)),
+            id=new_record_id(micros),
+            received_at=from_micros(micros),
             organization_id=_storable(organization_id),
             event_name=_storable(outcome.event_name),
             version=version,

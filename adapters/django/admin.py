@@ -24,7 +24,7 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Lists received deliveries newest first; shows one with its payload; replays."""
 
     list_display = (
-        "short_id", "received_at", "organization_id", "event_name", "status", "reason",
+        "delivery_id", "received_at", "organization_id", "event_name", "status", "reason",
         "seen", "last_replay",
     )  # fmt: skip
     list_filter = ("reason", "status", "event_name", "organization_id", "received_at")
@@ -40,8 +40,8 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     readonly_fields = fields
 
     @admin.display(description="ID", ordering="id")
-    def short_id(self, record: ReceivedDeliveryRecord) -> str:
-        return record.id[:12]
+    def delivery_id(self, record: ReceivedDeliveryRecord) -> str:
+        return record.id
 
     @admin.display(description="replayed")
     def last_replay(self, record: ReceivedDeliveryRecord) -> str:
@@ -78,11 +78,11 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             try:
                 outcome = receiver.replay(record_id)
             except Exception as error:
-                text = f"Delivery {record_id[:12]}: not replayed ({type(error).__name__})"
+                text = f"Delivery {record_id}: not replayed ({type(error).__name__})"
                 self.message_user(request, text, messages.ERROR)
                 continue
             level = messages.SUCCESS if outcome.ok else messages.WARNING
-            text = f"Delivery {record_id[:12]}: {outcome.status} {outcome.reason}"
+            text = f"Delivery {record_id}: {outcome.status} {outcome.reason}"
             self.message_user(request, text, level)
 
     def has_replay_permission(self, request: HttpRequest) -> bool:

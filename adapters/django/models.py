@@ -83,4 +83,4 @@ class ReceivedDeliveryRecord(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.id[:12]} {self.event_name or '-'} ({self.reason})"
+        return f"{self.id} {self.event_name or '-'} ({self.reason})"

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
+from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
@@ -223,7 +224,7 @@ def list_command(
         return
     rows = [
         [
-            record.id[:12],
+            record.id,
             record.received_at.strftime("%Y-%m-%d %H:%M:%S"),
             record.organization_id,
             f"{record.event_name or '-'} v{record.version}" if record.version else "-",
@@ -234,7 +235,10 @@ def list_command(
         ]
         for record in page.items
     ]
-    columns = ["ID", "RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED"]
+    columns = [
+        Column("ID", no_wrap=True),  # whole: its first digits are the time (UUIDv7)
+        *("RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED"),
+    ]
     print_table(make_console(), columns, rows, title="Received deliveries")
 
 

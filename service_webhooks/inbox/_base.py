@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import secrets
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -73,7 +74,9 @@ class ReceivedDelivery(msgspec.Struct, frozen=True, kw_only=True):
     """One authenticated delivery as received and answered; immutable.
 
     Attributes:
-        id: Unique ID (32 lowercase hex digits); any unambiguous prefix finds it.
+        id: Unique ID (32 lowercase hex digits; a receiver's records get a UUIDv7 that
+            sorts by ``received_at``, see :func:`new_record_id`); any unambiguous
+            prefix finds it.
         received_at: When the delivery arrived (UTC, microseconds).
         organization_id: ``o`` of the verified signature (spec §5.2).
         event_name: ``eventName`` when the envelope decoded (spec §2.7), else ``None``.
@@ -198,6 +201,23 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     if not micros.isdigit() or not record_id or not record_id.isalnum():
         raise ConfigurationError("not an inbox cursor")
     return int(micros), record_id
+
+
+def new_record_id(micros: int) -> str:
+    """A new record ID for a delivery received ``micros`` microseconds after the Unix
+    epoch: a UUIDv7 (RFC 9562) as 32 lowercase hex digits.
+
+    48 bits of Unix milliseconds, the version 7, the sub-millisecond fraction in 12
+    bits (RFC 9562 §6.2, method 3), the variant, then 62 random bits. IDs of later
+    deliveries sort after earlier ones, so a table's ID index grows at its end (one page
+    written per commit) instead of taking a random page per record. The first 12 digits
+    are the millisecond: show whole IDs, not short prefixes.
+    """
+    millis, micro = divmod(micros, 1000)
+    return (
+        f"{millis & 0xFFFF_FFFF_FFFF:012x}7{micro * 4096 // 1000:03x}"
+        f"{0x8000_0000_0000_0000 | secrets.randbits(62):016x}"
+    )
 
 
 def to_micros(moment: datetime.datetime) -> int:

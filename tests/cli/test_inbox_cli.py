@@ -89,7 +89,7 @@ def test_listen_records_what_arrived_and_inbox_list_and_show_read_it(tmp_path: P
     assert len(lines) == 3
 
     processed = rows[2]["id"]
-    code, out, err = cli("inbox", "show", processed[:10], "--store", store, "--json")
+    code, out, err = cli("inbox", "show", processed[:20], "--store", store, "--json")
     assert code == 0, err
     shown = json.loads(out)
     assert base64.b64decode(shown["bodyBase64"]) == note

@@ -521,3 +521,28 @@ async def test_handle_goes_through_an_overridden_process_with_an_inbox(
     assert outcome.reason == "unhandled"
     assert calls == ["aprocess" if asynchronous else "process"]
     assert only(inbox).user_agent == "Svc/1"
+
+
+def test_record_ids_are_uuid7s_that_sort_by_received_time() -> None:
+    import uuid
+
+    from service_webhooks.inbox._base import new_record_id, to_micros
+
+    inbox = MemoryInbox()
+    receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox)
+    receiver.on("note.created")(lambda event: None)
+    for text in ("a", "b", "c"):
+        assert deliver(receiver, body_for(text)).status == 200
+    records = inbox.search().items  # newest first
+    for record in records:
+        parsed = uuid.UUID(record.id)
+        assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+        assert record.id == parsed.hex  # 32 lowercase hex digits
+        millis = int(record.id[:12], 16)
+        assert millis == to_micros(record.received_at) // 1000
+    assert [r.id for r in records] == sorted((r.id for r in records), reverse=True)
+    # the sub-millisecond fraction orders IDs within one millisecond (RFC 9562 §6.2)
+    base = 1_763_884_800_000_000  # microseconds: 2025-11-23 08:00 UTC
+    ids = [new_record_id(base + micros) for micros in range(0, 2000, 3)]
+    assert ids == sorted(ids)
+    assert len({new_record_id(base) for _ in range(1000)}) == 1000  # 62 random bits

@@ -84,7 +84,7 @@ def test_list_show_and_replay(app: App) -> None:
     as_json = json.loads(app.run("list", "--status", "handler_failed", "--json").output)
     assert (as_json["id"], as_json["reason"]) == (first.id, "handler_failed")
 
-    shown = app.run("show", first.id[:10])
+    shown = app.run("show", first.id[:20])
     assert shown.exit_code == 0, shown.output
     assert "RuntimeError: a bug in the handler" in shown.output
     assert '"text": "<b>bold</b>"' in shown.output  # pretty-printed payload
