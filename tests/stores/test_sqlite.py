@@ -151,6 +151,41 @@ async def test_a_held_write_lock_makes_the_call_wait_and_the_loop_keeps_running(
         store.close()
 
 
+async def test_a_call_refused_while_the_store_checkpoints_waits_for_that_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """The store's own checkpoint holding the lock ends when its thread is done: a
+    refused call waits for exactly that, then queues again, with no backoff guesses."""
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path)
+    store.create_schema()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # as the checkpoint's full step holds it
+    checkpoint: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    store._checkpoints.add(checkpoint)
+    attempts = 0
+    queue = store._in_group
+
+    def counted(work: Any, args: tuple[Any, ...]) -> Any:
+        nonlocal attempts
+        attempts += 1
+        return queue(work, args)
+
+    store._in_group = counted  # type: ignore[method-assign]
+    try:
+        claiming = asyncio.create_task(store.aclaim("k", "t", 60))
+        await asyncio.sleep(0.2)  # the backoff would have tried about ten times by now
+        assert not claiming.done()
+        assert attempts == 1
+        holder.execute("COMMIT")
+        checkpoint.set_result(None)
+        assert await asyncio.wait_for(claiming, 1) is ClaimState.NEW
+        assert attempts == 2
+    finally:
+        holder.close()
+        store.close()
+
+
 async def test_a_write_lock_held_past_the_timeout_fails_the_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
