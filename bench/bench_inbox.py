@@ -3,7 +3,7 @@
 Run from the repository root (needs ``wrk`` and, for PostgreSQL, a server at
 ``$SERVICE_WEBHOOKS_BENCH_POSTGRES``, default ``postgresql://postgres@127.0.0.1:5432/test``)::
 
-    .venv/bin/python bench/bench_inbox.py                # 3 rounds of 10 s
+    .venv/bin/python bench/bench_inbox.py                # 5 rounds of 10 s
     .venv/bin/python bench/bench_inbox.py --quick        # 1 round of 3 s
     .venv/bin/python bench/bench_inbox.py --only sqlite  # skip PostgreSQL
 
@@ -120,7 +120,7 @@ def drop_tables(place: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (10)")
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (2)")
     parser.add_argument("--connections", type=int, default=32, help="wrk connections (32)")
