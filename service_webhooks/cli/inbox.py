@@ -235,7 +235,7 @@ def list_command(
         ]
         for record in page.items
     ]
-    columns = [
+    columns: list[Column | str] = [
         Column("ID", no_wrap=True),  # whole: its first digits are the time (UUIDv7)
         *("RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED"),
     ]
