@@ -25,13 +25,12 @@ autocommitted.
 That connection's busy timeout is 0, so a write lock held by another connection (another
 process) refuses the group at once: each caller waits on the loop (``asyncio.sleep``,
 from 0.5 ms doubling up to 50 ms) and queues again, up to ``timeout`` seconds in all.
-While this store's own checkpoint is at work (its full step holds the lock), a refused
-caller waits for that checkpoint to end instead, and queues again at once: under load
-that cut the refused calls from about 140 to 30 per checkpoint, the backoff's waits
-having outlasted the lock.
 (Handing a locked call to a worker thread instead, whose connection blocks, made a
 pile-up: while that thread held the lock, the loop's next writes were refused too and
-followed it.)
+followed it.) While this store's own checkpoint is at work (its full step holds the
+lock), a refused caller waits for that checkpoint to end instead, and queues again at
+once: under load that cut the refused calls from about 140 to 30 per checkpoint, the
+backoff's waits having outlasted the lock.
 
 The loop's connection never checkpoints (``wal_autocheckpoint=0``): every
 ``CHECKPOINT_EVERY`` writes, a worker thread copies the WAL into the database file in two
@@ -285,9 +284,9 @@ class SQLiteStore(SyncStore):
 
     def _commit_group(self, loop: asyncio.AbstractEventLoop, group: list[_Queued]) -> None:
         """Run the queued work in one transaction, a failure undoing that call's own
-        writes only, and settle each
-        caller's future once the transaction is committed: one commit, and one lock,
-        for every store call that deliveries made in one turn of the event loop.
+        writes only, and settle each caller's future once the transaction is committed:
+        one commit, and one lock, for every store call that deliveries made in one turn
+        of the event loop.
 
         A caller cancelled before its turn has nothing written. When the transaction
         cannot start (another connection's write lock: ``SQLITE_BUSY``) or cannot
