@@ -20,12 +20,21 @@ are those of ``bench_http.py``. Rounds are interleaved, the order rotating each 
 the result is the median req/s per contender and the median per-round ratio on/off.
 Nothing is asserted: the targets (the inbox costs at most 25 % of req/s on SQLite, 15 %
 on PostgreSQL) are printed as met or not.
+
+Besides req/s, each run records the CPU time per request of the server, of wrk and,
+when PostgreSQL runs on this machine (its processes readable in ``/proc``), of every
+PostgreSQL process. With the three sharing the machine's CPUs, that gives the
+**ceiling** printed beside the PostgreSQL ratio: the on/off ratio the inbox would reach
+if it cost nothing at all in our process, only the database's own extra work for the
+row (``(server_off + wrk_off + pg_off) / (server_off + wrk_off + pg_on)``, medians).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -110,6 +119,30 @@ def start_server(kind: str, place: str) -> tuple[subprocess.Popen[bytes], int]:
     raise SystemExit(f"{kind}: server did not start")
 
 
+def postgres_cpu_seconds() -> float | None:
+    """User + system CPU of every live ``postgres`` process, and of the exited ones its
+    postmaster has reaped (Linux ``/proc``); ``None`` when none is visible here."""
+    total, seen = 0, False
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as stat:
+                head, _, rest = stat.read().rpartition(")")
+        except OSError:  # exited meanwhile
+            continue
+        if head.endswith("(postgres"):
+            fields = rest.split()
+            total += sum(int(field) for field in fields[11:15])  # utime stime cutime cstime
+            seen = True
+    return total / os.sysconf("SC_CLK_TCK") if seen else None
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def drop_tables(place: str) -> None:
     import psycopg
 
@@ -161,11 +194,20 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     bench_http.warm_up("adapter", port, round_index)
                     cpu_before = cpu_seconds(process.pid)
+                    wrk_before = children_cpu_seconds()  # wrk is the only child reaped here
+                    on_postgres = kind.startswith("postgres")
+                    postgres_before = postgres_cpu_seconds() if on_postgres else None
                     outcome = run_wrk(
                         port, directory, args.threads, args.connections, args.duration
                     )
-                    outcome["cpu_us"] = (
-                        (cpu_seconds(process.pid) - cpu_before) / outcome["requests"] * 1e6
+                    postgres_after = postgres_cpu_seconds() if on_postgres else None
+                    per_request = 1e6 / outcome["requests"]
+                    outcome["cpu_us"] = (cpu_seconds(process.pid) - cpu_before) * per_request
+                    outcome["wrk_us"] = (children_cpu_seconds() - wrk_before) * per_request
+                    outcome["pg_us"] = (
+                        None
+                        if postgres_before is None or postgres_after is None
+                        else (postgres_after - postgres_before) * per_request
                     )
                 finally:
                     bench_http.stop_server(process)
@@ -175,19 +217,25 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"  round {round_index + 1} {kind:>12}: {outcome['rps']:7.0f} req/s, "
                     f"p50 {outcome['p50_us'] / 1000:6.2f} ms, p99 {outcome['p99_us'] / 1000:6.2f}"
-                    f" ms, non-200 {outcome['non200']}, server CPU {outcome['cpu_us']:.0f} µs/req",
+                    f" ms, non-200 {outcome['non200']}, CPU µs/req: server {outcome['cpu_us']:.0f},"
+                    f" wrk {outcome['wrk_us']:.0f}" + postgres_note(outcome),
                     file=sys.stderr,
                 )
 
     def median(kind: str, field: str) -> float:
-        return statistics.median(r[field] for r in results[kind])
+        values = [r[field] for r in results[kind] if r.get(field) is not None]
+        return statistics.median(values) if values else float("nan")
 
     print()
-    print(f"{'server':>12} | {'req/s':>7} | {'p50 ms':>6} | {'p99 ms':>6} | {'CPU µs/req':>10}")
+    print(
+        f"{'server':>12} | {'req/s':>7} | {'p50 ms':>6} | {'p99 ms':>6} | CPU µs/req: "
+        f"{'server':>6} | {'wrk':>5} | {'PostgreSQL':>10}"
+    )
     for kind in contenders:
         print(
             f"{kind:>12} | {median(kind, 'rps'):7.0f} | {median(kind, 'p50_us') / 1000:6.2f} | "
-            f"{median(kind, 'p99_us') / 1000:6.2f} | {median(kind, 'cpu_us'):10.0f}"
+            f"{median(kind, 'p99_us') / 1000:6.2f} |             {median(kind, 'cpu_us'):6.0f} | "
+            f"{median(kind, 'wrk_us'):5.0f} | {cell(median(kind, 'pg_us')):>10}"
         )
     bad = sum(r["non200"] + r["socket_errors"] for rs in results.values() for r in rs)
     print(f"non-200 answers or socket errors: {bad}")
@@ -204,7 +252,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{backend}: inbox on/off req/s {ratio:.2f} ({min(ratios):.2f}..{max(ratios):.2f});"
             f" target >= {TARGETS[backend]:.2f}: {verdict}"
         )
+        if backend == "postgres" and not math.isnan(median("postgres-off", "pg_us")):
+            off = sum(median("postgres-off", f) for f in ("cpu_us", "wrk_us", "pg_us"))
+            extra = median("postgres-on", "pg_us") - median("postgres-off", "pg_us")
+            print(
+                f"postgres: the database's own CPU for the row: {extra:+.0f} µs/req; ceiling "
+                f"(the inbox free in our process) {off / (off + extra):.2f}"
+            )
     return 0
+
+
+def cell(value: float) -> str:
+    """``value`` rounded, or ``-`` for NaN (not measured)."""
+    return "-" if math.isnan(value) else f"{value:.0f}"
+
+
+def postgres_note(outcome: dict[str, Any]) -> str:
+    return "" if outcome["pg_us"] is None else f", PostgreSQL {outcome['pg_us']:.0f}"
 
 
 if __name__ == "__main__":
