@@ -200,6 +200,13 @@ class Recorder:
         )
         """The inbox when a processed delivery's record goes in the completion's
         transaction (it and the store share a database), else ``None``."""
+        store = receiver.store
+        self._writer = (
+            store if self._joined_inbox is not None and isinstance(store, SQLiteStore) else None
+        )
+        """The store when the other records go through its own connection too (a
+        SQLite file: under asyncio they then join its group commit, instead of taking a
+        worker thread and a connection that contends with it for the write lock)."""
 
     @property
     def joined(self) -> bool:
@@ -280,7 +287,7 @@ class Recorder:
         if delivery is None:
             return outcome
         try:
-            self.inbox.record(delivery)
+            self._record(delivery)
         except Exception as error:
             return _unrecorded(outcome, error)
         return outcome
@@ -311,10 +318,28 @@ class Recorder:
         if delivery is None:
             return outcome
         try:
-            await self.inbox.arecord(delivery)
+            await self._arecord(delivery)
         except Exception as error:
             return _unrecorded(outcome, error)
         return outcome
+
+    def _record(self, delivery: ReceivedDelivery) -> None:
+        """Write a record that no completion carried (raises what the write raised)."""
+        writer, inbox = self._writer, self._joined_inbox
+        if writer is None or inbox is None:
+            self.inbox.record(delivery)
+            return
+        writer.write(*inbox.record_statement(delivery))
+        inbox.recorded()
+
+    async def _arecord(self, delivery: ReceivedDelivery) -> None:
+        """Async twin of :meth:`_record`."""
+        writer, inbox = self._writer, self._joined_inbox
+        if writer is None or inbox is None:
+            await self.inbox.arecord(delivery)
+            return
+        await writer.awrite(*inbox.record_statement(delivery))
+        await inbox.arecorded()
 
     def _delivery(self, note: Note, outcome: Outcome) -> ReceivedDelivery | None:
         """The record for an authenticated delivery; ``None`` (counted) for the rest."""

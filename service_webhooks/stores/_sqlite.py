@@ -8,7 +8,7 @@ machines: use the Redis or PostgreSQL store there. Expired rows are pruned by
 next :data:`PRUNE_SLICE` keys of the table (a sweep that wraps around: bounded work
 each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes).
 
-Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``) no call
+Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``, ``awrite``) no call
 blocks on the lock or hops to a thread. Each call is queued for its event loop's next
 **group commit**: the first call of a turn of the loop schedules one callback, which runs
 every call queued by then in one ``BEGIN IMMEDIATE`` … ``COMMIT`` on a connection of the
@@ -44,7 +44,7 @@ about a third more CPU per delivery.) A WAL that did grow is cut back to
 ``JOURNAL_SIZE_LIMIT`` bytes when it starts over.
 
 The bounded prune step is queued like any call. A subclass that overrides ``claim``,
-``complete``, ``complete_with``, ``release`` or ``prune_step`` has its override called,
+``complete``, ``complete_with``, ``write``, ``release`` or ``prune_step`` has its override called,
 in a worker thread, by the async twin.
 
 Schema (created on first use)::
@@ -126,7 +126,14 @@ _PRUNE_RANGE = f"DELETE FROM {_TABLE} WHERE key > ?1 AND key <= ?2 AND expires_a
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_RETRY = 0.0005  # seconds the loop waits before trying a locked write again
 _LONGEST_RETRY = 0.05  # the wait doubles up to this
-_TWINS = ("claim", "complete", "complete_with", "release", "prune_step")  # overrides: in a thread
+_TWINS = (
+    "claim",
+    "complete",
+    "complete_with",
+    "write",
+    "release",
+    "prune_step",
+)  # overrides: in a thread
 _TRANSACTIONAL = frozenset({"_complete_with"})  # writes twice: alone, in a transaction
 
 
@@ -466,6 +473,34 @@ class SQLiteStore(SyncStore):
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
+
+    def write(self, statement: str, params: Sequence[Any]) -> int:
+        """Run one more statement on this file, on the store's own connection.
+
+        The receiver writes the inbox records of the answers that complete no key (a
+        duplicate, a handler failure, an unhandled event…) this way when the inbox is
+        in this store's file: under asyncio (:meth:`awrite`) they join the store's
+        group commit instead of taking a worker thread and a connection of their own
+        that would contend with it for the write lock.
+
+        Args:
+            statement: One SQL statement (``?`` placeholders) on this database.
+            params: Its parameters.
+
+        Returns:
+            The number of rows it changed.
+
+        Raises:
+            sqlite3.Error: It failed; nothing was written.
+        """
+        return self._write(self._connection(), statement, params)
+
+    async def awrite(self, statement: str, params: Sequence[Any]) -> int:
+        """Async twin of :meth:`write`: queued for the loop's next group commit."""
+        return await self._twin("write", self._write, statement, params)
+
+    def _write(self, connection: sqlite3.Connection, statement: str, params: Sequence[Any]) -> int:
+        return connection.execute(statement, params).rowcount
 
     def release(self, key: str, token: str) -> bool:
         return self._release(self._connection(), key, token)

@@ -123,6 +123,60 @@ async def test_sqlite_record_that_fails_rolls_the_completion_back(
     assert states == [("in_flight",)]  # not done: the completion was rolled back
 
 
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_sqlite_other_answers_are_recorded_through_the_store(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    run_async: bool,
+) -> None:
+    """A duplicate, an unhandled event and a handler failure complete no key: their
+    records go through the store's own connection (under asyncio: its group commit),
+    never through the inbox's own connection or a worker thread."""
+    store, inbox, _ = sqlite_pair
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+
+    receiver.router.declare("order.refunded")  # not in the spec's catalogue: no warning
+
+    @receiver.on("order.refunded")
+    def fails(event: Event[Any]) -> None:
+        raise RuntimeError("handler bug")
+
+    _no_separate_record(inbox, monkeypatch)
+    note = _body("n-4")
+    refund = json.dumps({"eventName": "order.refunded", "version": 1, "data": {}}).encode()
+    unknown = json.dumps({"eventName": "order.created", "version": 1, "data": {}}).encode()
+    reasons = [(await _deliver(receiver, body, run_async)).reason for body in (note, note)]
+    reasons += [(await _deliver(receiver, body, run_async)).reason for body in (unknown, refund)]
+    assert reasons == ["processed", "duplicate", "unhandled", "handler_failed"]
+    records = {record.reason: record for record in inbox.search().items}
+    assert set(records) == set(reasons)
+    assert (records["duplicate"].body, records["duplicate"].seen) == (note, 2)
+    assert records["unhandled"].body == unknown
+    assert runs == ["n-4"]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_sqlite_other_answer_that_cannot_be_recorded_is_a_503(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path], run_async: bool
+) -> None:
+    store, inbox, path = sqlite_pair
+    inbox.search()  # creates the table
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON service_webhooks_inbox "
+            "WHEN NEW.reason = 'duplicate' BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+    body = _body("n-5")
+    first = await _deliver(receiver, body, run_async)
+    again = await _deliver(receiver, body, run_async)
+    assert (first.status, again.status, again.reason) == (200, 503, "store_unavailable")
+    assert [record.reason for record in inbox.search().items] == ["processed"]
+    assert runs == ["n-5"]  # the handler did not run again; the retry is recorded later
+
+
 def test_sqlite_complete_with_returns_false_for_another_claim(
     sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path],
 ) -> None:

@@ -296,6 +296,40 @@ async def test_a_failing_call_in_a_group_undoes_only_its_own_statements(tmp_path
     store.close()
 
 
+def test_write_runs_one_statement_on_the_store_connection(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = _store_beside(path, "CREATE TABLE side (n INTEGER)")
+    assert store.write("INSERT INTO side VALUES (?)", [4]) == 1
+    assert store.write("UPDATE side SET n = n + 1", []) == 1
+    with pytest.raises(sqlite3.OperationalError):
+        store.write("INSERT INTO missing VALUES (1)", [])
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT n FROM side").fetchall() == [(5,)]
+    store.close()
+
+
+async def test_awrite_joins_the_group_commit_and_a_failed_one_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = _store_beside(path, "CREATE TABLE side (n INTEGER)")
+    statements = _statements(store._loop_connection())
+    results = await asyncio.gather(
+        store.aclaim("a", "t", 60),
+        store.awrite("INSERT INTO side VALUES (?)", [1]),
+        store.awrite("INSERT INTO missing VALUES (2)", []),
+        store.awrite("INSERT INTO side VALUES (?)", [3]),
+        return_exceptions=True,
+    )
+    assert results[0] is ClaimState.NEW
+    assert (results[1], results[3]) == (1, 1)
+    assert isinstance(results[2], sqlite3.OperationalError)
+    assert _transactions(statements) == 1  # the claim and both writes: one commit
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT n FROM side ORDER BY n").fetchall() == [(1,), (3,)]
+    store.close()
+
+
 async def test_a_completion_failing_after_its_record_fails_its_whole_group(
     tmp_path: Path,
 ) -> None:
