@@ -13,7 +13,9 @@ marked ``# inbox:`` there):
 * When the inbox and the idempotency store share a database (a SQLite file; a
   PostgreSQL connection string), a *processed* delivery's record is written in the
   completion's own transaction instead (:meth:`Recorder.complete`, through the
-  store's ``complete_with``): both rows or neither, and no extra round trip.
+  store's ``complete_with``): both rows or neither, and no extra round trip. In a
+  SQLite file the other records go through the store's connection too (its
+  ``write``/``awrite``): under asyncio they join the store's group commit.
 * ``_finish`` (every answer's exit) and ``_failed`` (a handler raised) fill the note:
   version, key, handler time, detail, the exception and its traceback.
 * Deliveries refused before their signature was verified are not stored (their bodies
