@@ -8,14 +8,15 @@ machines: use the Redis or PostgreSQL store there. Expired rows are pruned by
 next :data:`PRUNE_SLICE` keys of the table (a sweep that wraps around: bounded work
 each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes).
 
-Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``, ``awrite``) no call
-blocks on the lock or hops to a thread. Each call is queued for its event loop's next
-**group commit**: the first call of a turn of the loop schedules one callback, which runs
-every call queued by then in one ``BEGIN IMMEDIATE`` … ``COMMIT`` on a connection of the
-loop's own, and a failure undoes that call's writes only (SQLite backs out a failed
-statement by itself; a completion with its inbox record writes the record first, so
-when the record fails nothing of the call is written, and when the completion then
-fails its whole group fails), and settles each caller once the transaction is committed.
+Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``,
+``awrite``) no call blocks on the lock or hops to a thread. Each call is queued for its
+event loop's next **group commit**: the first call of a turn of the loop schedules one
+callback, which runs every call queued by then in one ``BEGIN IMMEDIATE`` … ``COMMIT``
+on a connection of the loop's own, and a failure undoes that call's writes only (SQLite
+backs out a failed statement by itself; a completion with its inbox record writes the
+record first, so when the record fails nothing of the call is written, and when the
+completion then fails its whole group fails), and settles each caller once the
+transaction is committed.
 A caller still learns that its claim or completion is written only once it is
 committed; under load the deliveries in flight share a few commits instead of making two
 each (through the ASGI adapter, measured: 3,860 -> 4,690-5,310 requests/s without an
@@ -44,8 +45,8 @@ about a third more CPU per delivery.) A WAL that did grow is cut back to
 ``JOURNAL_SIZE_LIMIT`` bytes when it starts over.
 
 The bounded prune step is queued like any call. A subclass that overrides ``claim``,
-``complete``, ``complete_with``, ``write``, ``release`` or ``prune_step`` has its override called,
-in a worker thread, by the async twin.
+``complete``, ``complete_with``, ``write``, ``release`` or ``prune_step`` has its
+override called, in a worker thread, by the async twin.
 
 Schema (created on first use)::
 
@@ -126,14 +127,8 @@ _PRUNE_RANGE = f"DELETE FROM {_TABLE} WHERE key > ?1 AND key <= ?2 AND expires_a
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_RETRY = 0.0005  # seconds the loop waits before trying a locked write again
 _LONGEST_RETRY = 0.05  # the wait doubles up to this
-_TWINS = (
-    "claim",
-    "complete",
-    "complete_with",
-    "write",
-    "release",
-    "prune_step",
-)  # overrides: in a thread
+# methods whose override by a subclass its async twin calls in a worker thread
+_TWINS = ("claim", "complete", "complete_with", "write", "release", "prune_step")
 _TRANSACTIONAL = frozenset({"_complete_with"})  # writes twice: alone, in a transaction
 
 
