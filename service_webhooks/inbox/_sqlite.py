@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..stores._sqlite import SQLiteStore
+from ..stores._sqlite import SQLiteStore, enable_wal
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
 
@@ -110,10 +110,14 @@ class SQLiteInbox(SQLInbox):
             connection = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            for statement in schema(self.table, _TYPES, self.table, ESSENTIAL_INDEXES):
-                connection.execute(statement)
+            try:
+                enable_wal(connection, self._timeout)
+                connection.execute("PRAGMA synchronous=NORMAL")
+                for statement in schema(self.table, _TYPES, self.table, ESSENTIAL_INDEXES):
+                    connection.execute(statement)
+            except BaseException:
+                connection.close()
+                raise
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)

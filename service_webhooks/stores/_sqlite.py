@@ -203,10 +203,14 @@ class SQLiteStore(SyncStore):
         connection = sqlite3.connect(
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
-        connection.execute(_SCHEMA)
+        try:
+            enable_wal(connection, timeout)
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+            connection.execute(_SCHEMA)
+        except BaseException:
+            connection.close()
+            raise
         with self._lock:
             self._connections.append(connection)
         return connection
@@ -542,6 +546,34 @@ class SQLiteStore(SyncStore):
         with self._lock:
             self._claims += 1
             return self._claims % self._prune_every == 0
+
+
+def enable_wal(connection: sqlite3.Connection, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL`` on a new connection, retried for up to ``timeout``
+    seconds while another connection holds the file's write lock.
+
+    Switching a file to WAL needs its exclusive lock, and SQLite refuses that at once
+    (``SQLITE_BUSY``) while another connection holds the write lock, without calling
+    the busy handler. So connections opened together on a new file (the threads of a
+    server starting) could fail with "database is locked" whatever their timeout.
+    Once the file is in WAL mode the statement takes no such lock.
+
+    Raises:
+        sqlite3.OperationalError: Still locked after ``timeout`` seconds, or another
+            error.
+    """
+    deadline = time.monotonic() + timeout
+    delay = _FIRST_RETRY
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            code = getattr(error, "sqlite_errorcode", 0)
+            if code & 0xFF not in _BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, _LONGEST_RETRY)
 
 
 @contextlib.contextmanager

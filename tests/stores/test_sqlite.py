@@ -23,6 +23,46 @@ def test_sqlite_store_create_schema_creates_file_and_table(tmp_path: Path) -> No
         assert [row[0] for row in tables] == ["service_webhooks_idempotency"]
 
 
+def _locked_new_file(path: Path, seconds: float) -> threading.Timer:
+    """A new file still in rollback-journal mode whose write lock another connection
+    holds for ``seconds``: switching it to WAL is refused at once meanwhile."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x)")
+    holder.execute("BEGIN IMMEDIATE")
+
+    def release() -> None:
+        holder.execute("COMMIT")
+        holder.close()
+
+    timer = threading.Timer(seconds, release)
+    timer.start()
+    return timer
+
+
+def test_connections_opened_while_the_write_lock_is_held_wait_for_wal(tmp_path: Path) -> None:
+    """Threads of a server starting on a new file: the switch to WAL waits for the
+    lock within the store's timeout instead of failing with "database is locked"."""
+    path = tmp_path / "keys.sqlite3"
+    timer = _locked_new_file(path, 0.2)
+    store = SQLiteStore(path, timeout=5)
+    assert store.claim("k", "t", 60) is ClaimState.NEW
+    timer.join()
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    store.close()
+
+
+def test_the_switch_to_wal_gives_up_after_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite3"
+    timer = _locked_new_file(path, 0.5)
+    store = SQLiteStore(path, timeout=0.05)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        store.claim("k", "t", 60)
+    timer.join()
+    assert store.claim("k", "t", 60) is ClaimState.NEW  # nothing half-open was kept
+    store.close()
+
+
 def test_a_new_file_keeps_keys_in_one_b_tree(tmp_path: Path) -> None:
     """No rowid: the table is its key's B-tree (one page per write, not two)."""
     store = SQLiteStore(tmp_path / "keys.sqlite3")
