@@ -531,14 +531,19 @@ class SQLiteStore(SyncStore):
         return connection.execute(_PRUNE_RANGE, (start, end, self._now())).rowcount
 
     def close(self) -> None:
-        """Close every connection this store opened (in any thread)."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
-        self._local = threading.local()
-        self._loop_connections = weakref.WeakKeyDictionary()
-        self._checkpointer = None
+        """Close every connection this store opened (in any thread).
+
+        A checkpoint at work in a worker thread is let finish first (its connection
+        closed under it could crash the process; it takes at most a few
+        milliseconds)."""
+        with self._checkpointing:
+            with self._lock:
+                connections, self._connections = self._connections, []
+            for connection in connections:
+                connection.close()
+            self._local = threading.local()
+            self._loop_connections = weakref.WeakKeyDictionary()
+            self._checkpointer = None
 
     def _prune_due(self) -> bool:
         if not self._prune_every:

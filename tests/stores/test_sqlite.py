@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -518,6 +519,34 @@ async def test_checkpoints_run_in_a_worker_thread_and_prune_steps_on_the_loop(
         await store.aclaim(f"k{index}", "t", 60)
     store.close()
     assert sorted(set(threads)) == ["checkpoint:False", "prune:True"]
+
+
+def test_close_lets_a_checkpoint_at_work_finish_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    store.claim("k", "t", 60)
+    connection = store._open(0.01)  # the checkpointer's, known to close()
+    started, steps = threading.Event(), []
+
+    class Slow:
+        def execute(self, statement: str) -> sqlite3.Cursor:
+            started.set()
+            time.sleep(0.05)
+            cursor = connection.execute(statement)
+            steps.append(statement)
+            return cursor
+
+    store._checkpointer = Slow()  # type: ignore[assignment]
+    worker = threading.Thread(target=store._checkpoint)
+    worker.start()
+    started.wait()
+    store.close()  # while the checkpoint is at work
+    worker.join()
+    assert steps == ["PRAGMA wal_checkpoint(PASSIVE)", "PRAGMA wal_checkpoint(FULL)"]
+    assert "checkpoint" not in caplog.text  # no step ran on a closed connection
+    with pytest.raises(sqlite3.ProgrammingError):
+        connection.execute("SELECT 1")  # closed by close(), after the checkpoint
 
 
 def _wal_restarts(path: Path) -> int:
