@@ -19,12 +19,13 @@ make every recorded delivery about 10 % slower; the PostgreSQL inbox has one per
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,8 @@ class SQLiteInbox(SQLInbox):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when no statement runs
+        self._running = 0  # statements at work, in any thread
         super().__init__()
 
     def __repr__(self) -> str:
@@ -132,18 +135,38 @@ class SQLiteInbox(SQLInbox):
         return super().record_statement(delivery)
 
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return self._connection().execute(statement, params).fetchall()
+        with self._statement() as connection:
+            return connection.execute(statement, params).fetchall()
 
     def _execute(self, statement: str, params: Sequence[Any]) -> int:
-        return self._connection().execute(statement, params).rowcount
+        with self._statement() as connection:
+            return connection.execute(statement, params).rowcount
+
+    @contextlib.contextmanager
+    def _statement(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, counted as at work until the block ends (see
+        :meth:`close`)."""
+        with self._lock:
+            self._running += 1
+        try:
+            yield self._connection()
+        finally:
+            with self._idle:
+                self._running -= 1
+                if not self._running:
+                    self._idle.notify_all()
 
     def close(self) -> None:
-        """Close every connection this inbox opened (in any thread)."""
-        with self._lock:
+        """Close every connection this inbox opened (in any thread).
+
+        Statements at work in other threads (a prune, a dashboard's page) are let
+        finish first: a connection closed under one could crash the process."""
+        with self._idle:
+            self._idle.wait_for(lambda: not self._running)
             connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
-        self._local = threading.local()
+            for connection in connections:
+                connection.close()
+            self._local = threading.local()
 
 
 def _same_file(one: Path, other: Path) -> bool:

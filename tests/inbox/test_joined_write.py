@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -176,22 +175,6 @@ async def test_sqlite_other_answer_that_cannot_be_recorded_is_a_503(
     assert (first.status, again.status, again.reason) == (200, 503, "store_unavailable")
     assert [record.reason for record in inbox.search().items] == ["processed"]
     assert runs == ["n-5"]  # the handler did not run again; the retry is recorded later
-
-
-def test_an_inbox_opened_while_the_write_lock_is_held_waits_for_wal(tmp_path: Path) -> None:
-    path = tmp_path / "inbox.sqlite3"
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    holder.execute("CREATE TABLE other (x)")
-    holder.execute("BEGIN IMMEDIATE")
-    timer = threading.Timer(0.2, lambda: holder.execute("COMMIT"))
-    timer.start()
-    inbox = SQLiteInbox(path)
-    assert inbox.search().items == ()  # opened once the lock was released
-    timer.join()
-    holder.close()
-    with sqlite3.connect(path) as other:
-        assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    inbox.close()
 
 
 def test_sqlite_complete_with_returns_false_for_another_claim(
