@@ -51,6 +51,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import psycopg
+from bench_http import cpu_model
 from starlette.testclient import TestClient
 
 from service_webhooks.dashboard import dashboard
@@ -150,16 +151,10 @@ def rows_shown(page: str) -> int:
 
 
 def machine() -> str:
-    cpu = platform.machine()
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     with psycopg.connect(URL) as conn:
         server = conn.execute("SHOW server_version").fetchone()
     return (
-        f"{cpu}, {os.cpu_count()} CPUs; Python {platform.python_version()}; "
+        f"{cpu_model()}, {os.cpu_count()} CPUs; Python {platform.python_version()}; "
         f"PostgreSQL {server[0] if server else '?'}"
     )
 

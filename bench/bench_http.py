@@ -298,13 +298,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else what :mod:`platform` knows;
+    every bench's machine line starts with it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> str:
-    cpu = platform.machine()
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split()
     packages = ", ".join(
         f"{name} {version(name)}" for name in ("service-webhooks", "starlette", "uvicorn", "h11")

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_http import SECRET, T, make_body
+from bench_http import SECRET, T, cpu_model, make_body
 
 from service_webhooks import SQLiteStore, WebhookReceiver, sign
 
@@ -69,14 +69,8 @@ async def run(inbox: bool, bodies: list[tuple[bytes, str]], place: Path) -> dict
 
 
 def machine() -> str:
-    cpu = platform.machine()
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     return (
-        f"{cpu}, {os.cpu_count()} CPUs; Python {platform.python_version()}; "
+        f"{cpu_model()}, {os.cpu_count()} CPUs; Python {platform.python_version()}; "
         f"SQLite {sqlite3.sqlite_version}"
     )
 

@@ -47,6 +47,7 @@ from importlib.metadata import version
 from typing import Any
 
 import msgspec
+from bench_http import cpu_model
 from standardwebhooks import Webhook
 
 from service_webhooks import (
@@ -298,21 +299,11 @@ def allocation_check(size: int) -> tuple[int, int]:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-
     packages = ", ".join(
         f"{name} {version(name)}" for name in ("service-webhooks", "msgspec", "standardwebhooks")
     )
     return (
-        f"{cpu}, {os.cpu_count()} CPUs; Python {platform.python_version()} "
+        f"{cpu_model()}, {os.cpu_count()} CPUs; Python {platform.python_version()} "
         f"({platform.python_implementation()}); {packages}; OpenSSL "
         f"{__import__('ssl').OPENSSL_VERSION.split()[1]}"
     )

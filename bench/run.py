@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import speed_http
 import speed_micro
+from bench_http import cpu_model
 
 PACKAGES = (
     "service-webhooks", "msgspec", "standardwebhooks", "svix", "stripe",
@@ -36,13 +37,6 @@ PACKAGES = (
 
 
 def machine() -> str:
-    model = platform.machine()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     versions = []
     for name in PACKAGES:
         try:
@@ -51,7 +45,7 @@ def machine() -> str:
             versions.append(f"{name} (missing)")
     wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split()[:2]
     return (
-        f"{model}, {os.cpu_count()} CPUs; {platform.system()} {platform.machine()}; "
+        f"{cpu_model()}, {os.cpu_count()} CPUs; {platform.system()} {platform.machine()}; "
         f"CPython {platform.python_version()}; {ssl.OPENSSL_VERSION}; {' '.join(wrk)}\n"
         f"packages: {', '.join(versions)}"
     )
