@@ -61,6 +61,16 @@ def _no_separate_record(inbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 # -- SQLite: store and inbox in one file ------------------------------------------------
 
 
+def _refuse_records(inbox: SQLiteInbox, path: Path, when: str = "") -> None:
+    """A trigger makes the database refuse the inbox's inserts (those matching ``when``)."""
+    inbox.search()  # creates the table
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON service_webhooks_inbox {when} "
+            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+
+
 @pytest.fixture
 def sqlite_pair(tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteInbox, Path]]:
     path = tmp_path / "joined.sqlite3"
@@ -106,12 +116,7 @@ async def test_sqlite_record_that_fails_rolls_the_completion_back(
     sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path], run_async: bool
 ) -> None:
     store, inbox, path = sqlite_pair
-    inbox.search()  # creates the table
-    with sqlite3.connect(path) as connection:
-        connection.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON service_webhooks_inbox "
-            "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-        )
+    _refuse_records(inbox, path)
     runs: list[str] = []
     receiver = _receiver(store, inbox, runs)
     outcome = await _deliver(receiver, _body("n-2"), run_async)
@@ -161,12 +166,7 @@ async def test_sqlite_other_answer_that_cannot_be_recorded_is_a_503(
     sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path], run_async: bool
 ) -> None:
     store, inbox, path = sqlite_pair
-    inbox.search()  # creates the table
-    with sqlite3.connect(path) as connection:
-        connection.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON service_webhooks_inbox "
-            "WHEN NEW.reason = 'duplicate' BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-        )
+    _refuse_records(inbox, path, "WHEN NEW.reason = 'duplicate'")
     runs: list[str] = []
     receiver = _receiver(store, inbox, runs)
     body = _body("n-5")
