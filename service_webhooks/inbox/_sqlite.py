@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..stores._sqlite import SQLiteStore, enable_wal
+from ..stores._sqlite import SQLiteStore, connect
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
 
@@ -110,17 +110,11 @@ class SQLiteInbox(SQLInbox):
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = sqlite3.connect(
-                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            connection = connect(
+                self.path,
+                self._timeout,
+                schema(self.table, _TYPES, self.table, ESSENTIAL_INDEXES),
             )
-            try:
-                enable_wal(connection, self._timeout)
-                connection.execute("PRAGMA synchronous=NORMAL")
-                for statement in schema(self.table, _TYPES, self.table, ESSENTIAL_INDEXES):
-                    connection.execute(statement)
-            except BaseException:
-                connection.close()
-                raise
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)

@@ -73,7 +73,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -200,17 +200,9 @@ class SQLiteStore(SyncStore):
         return self._clock() if self._clock is not None else time.time()
 
     def _open(self, timeout: float) -> sqlite3.Connection:
-        connection = sqlite3.connect(
-            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+        connection = connect(
+            self.path, timeout, (f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}", _SCHEMA)
         )
-        try:
-            enable_wal(connection, timeout)
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
-            connection.execute(_SCHEMA)
-        except BaseException:
-            connection.close()
-            raise
         with self._lock:
             self._connections.append(connection)
         return connection
@@ -252,8 +244,7 @@ class SQLiteStore(SyncStore):
             try:
                 return await self._in_group(work, args)
             except sqlite3.OperationalError as error:
-                code = getattr(error, "sqlite_errorcode", 0)  # absent when raised by Python
-                if code & 0xFF not in _BUSY:  # extended codes: BUSY_* too
+                if not _busy(error):
                     raise
                 now = time.monotonic()
                 if deadline is None:
@@ -553,32 +544,53 @@ class SQLiteStore(SyncStore):
             return self._claims % self._prune_every == 0
 
 
-def enable_wal(connection: sqlite3.Connection, timeout: float) -> None:
-    """``PRAGMA journal_mode=WAL`` on a new connection, retried for up to ``timeout``
-    seconds while another connection holds the file's write lock.
+def connect(
+    path: str | os.PathLike[str], timeout: float, setup: Iterable[str] = ()
+) -> sqlite3.Connection:
+    """A connection to ``path`` for the store and the inbox: autocommit, usable from any
+    thread, WAL journal, ``synchronous=NORMAL``, waiting up to ``timeout`` seconds for
+    another connection's lock; then ``setup`` run on it. Closed again when any of that
+    fails.
 
     Switching a file to WAL needs its exclusive lock, and SQLite refuses that at once
     (``SQLITE_BUSY``) while another connection holds the write lock, without calling
-    the busy handler. So connections opened together on a new file (the threads of a
-    server starting) could fail with "database is locked" whatever their timeout.
-    Once the file is in WAL mode the statement takes no such lock.
+    the busy handler; so connections opened together on a new file (the threads of a
+    server starting) would fail with "database is locked" whatever their timeout. The
+    switch is retried instead (0.5 ms, doubling up to 50 ms) for up to ``timeout``
+    seconds. Once the file is in WAL mode the statement takes no such lock.
 
     Raises:
-        sqlite3.OperationalError: Still locked after ``timeout`` seconds, or another
-            error.
+        sqlite3.Error: The file cannot be opened, is still locked after ``timeout``
+            seconds, or a ``setup`` statement failed.
     """
-    deadline = time.monotonic() + timeout
-    delay = _FIRST_RETRY
-    while True:
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as error:
-            code = getattr(error, "sqlite_errorcode", 0)
-            if code & 0xFF not in _BUSY or time.monotonic() >= deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, _LONGEST_RETRY)
+    connection = sqlite3.connect(
+        path, timeout=timeout, isolation_level=None, check_same_thread=False
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        delay = _FIRST_RETRY
+        while True:
+            try:
+                connection.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as error:
+                if not _busy(error) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, _LONGEST_RETRY)
+        connection.execute("PRAGMA synchronous=NORMAL")
+        for statement in setup:
+            connection.execute(statement)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    """Whether ``error`` says another connection holds the lock (extended codes too;
+    the code is absent when Python raised it)."""
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF in _BUSY
 
 
 @contextlib.contextmanager
