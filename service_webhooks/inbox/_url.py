@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
+from .._storage_url import quoted_scheme, scheme_of, sqlite_path
 from ._base import Inbox
 from ._memory import MemoryInbox
 from ._sqlite import SQLiteInbox
@@ -32,20 +33,16 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
 
     Raises:
         ConfigurationError: An unknown scheme (Redis keeps no inbox) or a missing
-            path; the message shows the scheme only, never the URL.
+            path; the message shows the scheme only (when the text has one), never
+            the URL nor a bare word (it may be a secret set in the wrong place).
         ImportError: psycopg is not installed (the ``postgres`` extra).
     """
     text = url.strip()
-    scheme = text.partition(":")[0].lower() if ":" in text else text.lower()
+    scheme = scheme_of(text)
     if scheme == "memory":
         return MemoryInbox()
     if scheme == "sqlite":
-        path = text[len("sqlite:") :]
-        if path.startswith("//"):  # sqlite:///abs -> /abs, sqlite://rel -> rel
-            path = path[2:]
-        if not path:
-            raise ConfigurationError("a sqlite: inbox URL needs a file path")
-        return SQLiteInbox(path)
+        return SQLiteInbox(sqlite_path(text, "inbox"))
     if scheme in ("postgresql", "postgres"):
         from ._postgres import DEFAULT_POSTGRES_INBOX_TABLE, PostgresInbox
 
@@ -62,5 +59,5 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
             inbox.create_schema()
         return inbox
     raise ConfigurationError(
-        f"no inbox for URL scheme {scheme[:20]!r}: use memory, sqlite:PATH or postgresql://…"
+        f"no inbox for URL{quoted_scheme(text)}: use memory, sqlite:PATH or postgresql://…"
     )

@@ -23,6 +23,7 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
+from .._storage_url import quoted_scheme, scheme_of, sqlite_path
 from ._base import IdempotencyStore
 from ._memory import MemoryStore
 from ._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
@@ -49,23 +50,17 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
 
     Raises:
         ConfigurationError: An unknown scheme or a missing path; the message shows
-            the scheme only, never the URL (it may hold a password).
+            the scheme only (when the text has one), never the URL (it may hold a
+            password) nor a bare word (it may be a secret set in the wrong place).
         ImportError: The backend's optional dependency is not installed (the message
             names the extra to install).
     """
     text = url.strip()
-    scheme = text.partition(":")[0].lower() if ":" in text else text.lower()
+    scheme = scheme_of(text)
     if scheme == "memory":
         return MemoryStore()
     if scheme == "sqlite":
-        path = text[len("sqlite:") :]
-        if path.startswith("///"):
-            path = path[2:]  # sqlite:///abs/path -> /abs/path
-        elif path.startswith("//"):
-            path = path[2:]  # sqlite://relative/path -> relative/path
-        if not path:
-            raise ConfigurationError("a sqlite: store URL needs a file path")
-        return SQLiteStore(path)
+        return SQLiteStore(sqlite_path(text, "store"))
     if scheme in _REDIS_SCHEMES:
         from ._redis import DEFAULT_PREFIX, RedisStore
 
@@ -82,8 +77,8 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
             store.create_schema()
         return store
     raise ConfigurationError(
-        f"unknown store URL scheme {scheme[:20]!r}: use memory, sqlite:PATH, "
-        "redis://… or postgresql://…"
+        f"unknown store URL{quoted_scheme(text)}: use memory, sqlite:PATH, redis://… "
+        "or postgresql://…"
     )
 
 

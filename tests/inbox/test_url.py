@@ -38,6 +38,15 @@ def test_other_schemes_are_refused_without_showing_the_url(url: str) -> None:
     assert "memory, sqlite:PATH or postgresql://" in str(caught.value)
 
 
+@pytest.mark.parametrize("text", ["jk-31fj0vojdbyjcslqxq2", "x" * 30 + ":y", "a b:c"])
+def test_text_that_is_no_url_is_never_echoed(text: str) -> None:
+    """A secret pasted into the inbox setting must not reach the error (or a log)."""
+    with pytest.raises(ConfigurationError, match=r"^no inbox for URL: use memory") as caught:
+        inbox_from_url(text)
+    message = str(caught.value).lower()
+    assert all(text.lower()[i : i + 6] not in message for i in range(len(text) - 5))
+
+
 def test_postgresql_keeps_the_driver_options_and_takes_its_own_table() -> None:
     inbox = inbox_from_url(
         "postgresql://127.0.0.1:5432/test?inbox_table=my_inbox&table=store_table&connect_timeout=3",

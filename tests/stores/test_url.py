@@ -35,6 +35,17 @@ def test_unknown_scheme_names_the_scheme_but_not_the_url() -> None:
     assert "hunter2" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "text", ["jk-31fj0vojdbyjcslqxq2", "Sd8_kq-xx9", "not a url:with spaces", "x" * 30 + ":y"]
+)
+def test_text_that_is_no_url_is_never_echoed(text: str) -> None:
+    """A secret pasted into the store setting must not reach the error (or a log)."""
+    with pytest.raises(ConfigurationError, match=r"^unknown store URL: use memory") as caught:
+        store_from_url(text)
+    message = str(caught.value)
+    assert all(text.lower()[i : i + 6] not in message.lower() for i in range(len(text) - 5))
+
+
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "rediss://h:6380/1"])
 def test_redis_urls_with_a_prefix(url: str) -> None:
     from service_webhooks.stores._redis import DEFAULT_PREFIX, RedisStore
