@@ -192,10 +192,17 @@ def _general(body: bytes) -> Envelope:
     model its ``(eventName, version)`` selects, else as plain JSON."""
     try:
         raw = _envelope_decoder.decode(body)
-        decoder = _model_decoders.get((raw.eventName, raw.version), _any_decoder)
-        data = decoder.decode(raw.data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
         raise EnvelopeError(f"body is not a valid envelope: {_describe(error)}") from None
+    decoder = _model_decoders.get((raw.eventName, raw.version), _any_decoder)
+    try:
+        data = decoder.decode(raw.data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise EnvelopeError(
+            f"body is not a valid envelope: {_describe(error)}",
+            event_name=raw.eventName,
+            version=raw.version,
+        ) from None
     return Envelope(raw.eventName, raw.version, data)
 
 

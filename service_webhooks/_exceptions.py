@@ -96,10 +96,23 @@ class UnknownOrganizationError(SignatureError):
 
 
 class EnvelopeError(WebhookError):
-    """The authenticated body is not a valid envelope (spec §2.7); answered with 400."""
+    """The authenticated body is not a valid envelope (spec §2.7); answered with 400.
+
+    Attributes:
+        event_name: ``eventName`` when the envelope itself decoded and only ``data``
+            did not fit the event's model (a schema drift), else ``None``.
+        version: ``version`` in that case, else ``None``.
+    """
 
     status = 400
     reason = "malformed_envelope"
+
+    def __init__(
+        self, message: str = "", *, event_name: str | None = None, version: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.event_name = event_name
+        self.version = version
 
 
 class PayloadTooLargeError(EnvelopeError):

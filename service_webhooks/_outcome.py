@@ -52,7 +52,8 @@ class Outcome(msgspec.Struct, frozen=True):
         status: The HTTP status code.
         reason: A stable snake_case code (see the table in this module).
         headers: Extra response headers as ``(name, value)`` pairs.
-        event_name: ``eventName`` when the envelope was decoded, else ``None``.
+        event_name: ``eventName`` when the envelope was decoded (on a 400 too, when
+            only ``data`` did not fit the event's model), else ``None``.
         organization_id: ``o`` when the signature was verified, else ``None``.
     """
 

@@ -52,6 +52,7 @@ from ._envelope import MAX_BODY_SIZE, decode_checked
 from ._events import Event
 from ._exceptions import (
     ConfigurationError,
+    EnvelopeError,
     MethodNotAllowedError,
     PayloadTooLargeError,
     RetryLater,
@@ -823,6 +824,9 @@ class WebhookReceiver:
         error_type = type(cause).__name__ if isinstance(error, StoreError) and cause else None
         if plan is not None:
             return self._answer(plan, outcome, started, None, str(error), error_type)
+        if isinstance(error, EnvelopeError) and error.event_name is not None:  # schema drift
+            named = Outcome(outcome.status, outcome.reason, outcome.headers, error.event_name)
+            return self._finish(named, started, error.version, None, None, str(error))
         return self._finish(outcome, started, None, None, None, str(error), error_type)
 
     def _finish(

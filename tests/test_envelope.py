@@ -100,6 +100,24 @@ def test_known_event_with_data_not_fitting_its_model_answers_400(
 ) -> None:
     outcome = drive(receiver, *signed(make_body("note.created", data={"id": "n-1"})))
     assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
+    assert outcome.event_name == "note.created"  # a schema drift still names its event
+
+
+def test_a_schema_drift_error_names_the_event_and_version() -> None:
+    body = b'{"eventName":"note.created","version":1,"data":{"id":5}}'
+    with pytest.raises(EnvelopeError, match=r"\$\.id") as caught:
+        decode_envelope(body)
+    assert (caught.value.event_name, caught.value.version) == ("note.created", 1)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"[]", b'{"eventName":"note.created"}', b'{"eventName":"note.created","version":"1"}', b"{"],
+)
+def test_an_envelope_that_does_not_decode_names_no_event(body: bytes) -> None:
+    with pytest.raises(EnvelopeError) as caught:
+        decode_envelope(body)
+    assert (caught.value.event_name, caught.value.version) == (None, None)
 
 
 def test_unknown_duration_is_kept_as_a_string(

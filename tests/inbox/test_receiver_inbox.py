@@ -20,7 +20,7 @@ from service_webhooks import (
     WebhookReceiver,
     sign,
 )
-from service_webhooks.inbox import Inbox, MemoryInbox, ReceivedDelivery, SQLiteInbox
+from service_webhooks.inbox import Inbox, InboxQuery, MemoryInbox, ReceivedDelivery, SQLiteInbox
 from service_webhooks.stores import ClaimState
 
 SECRET = "whsec-inbox-test"
@@ -184,6 +184,23 @@ def test_a_malformed_envelope_with_a_good_signature_is_recorded(
         ORG,
     )
     assert (record.event_name, record.idempotency_key, record.body) == (None, None, body)
+
+
+def test_a_schema_drift_is_recorded_under_its_event(
+    receiver: WebhookReceiver, inbox: MemoryInbox
+) -> None:
+    """``data`` that does not fit the event's model: 400, filed under the event's name
+    and version, so ``--event note.created`` finds it for a replay once fixed."""
+    body = b'{"eventName":"note.created","version":1,"data":{"id":5}}'
+    assert receiver.process(body, sign(body, SECRET, ORG)).status == 400
+    record = only(inbox)
+    assert (record.event_name, record.version, record.reason) == (
+        "note.created",
+        1,
+        "malformed_envelope",
+    )
+    assert "$.id" in (record.detail or "")
+    assert inbox.search(InboxQuery(event_name="note.created")).items == (record,)
 
 
 def test_unauthenticated_deliveries_are_counted_never_stored(
