@@ -18,6 +18,7 @@ import datetime
 import importlib
 import ipaddress
 import json
+import os
 import re
 import secrets
 import sys
@@ -28,6 +29,7 @@ import click
 from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookReceiver
+from service_webhooks._storage_url import scheme_of, sqlite_path
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
 from service_webhooks.inbox.commands import replay_line
 from service_webhooks.stores import redact_url
@@ -55,15 +57,37 @@ store_option = click.option(
 )
 
 
-def _open(store: str) -> Inbox:
+def _open(store: str, *, create: bool = False) -> Inbox:
+    """The inbox at ``store``; a missing SQLite file (unless ``create``: the dashboard
+    may start before its receiver) or an unreachable database is an error (exit 1) that
+    says why, never an empty inbox made on the spot."""
+    text = store.strip()
     try:
-        return inbox_from_url(store)
+        if scheme_of(text) == "sqlite" and not create:
+            path = sqlite_path(text, "inbox")
+            if path != ":memory:" and not os.path.exists(path):
+                raise click.ClickException(
+                    f"no inbox at {path}: the file does not exist (pass the --store URL "
+                    "your receiver records into)"
+                )
+        inbox = inbox_from_url(store, create_schema=False)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
-    except Exception as error:  # the database is unreachable
+    if scheme_of(text) not in ("postgresql", "postgres"):
+        return inbox
+    from service_webhooks.inbox import PostgresInbox  # psycopg: installed, since it opened
+
+    try:
+        if isinstance(inbox, PostgresInbox):
+            inbox.ping()  # libpq's own reason at once, not the pool's timeout
+            inbox.create_schema()
+    except Exception as error:  # the database is unreachable or refused
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise click.ClickException(
             f"cannot open the inbox at {redact_url(store)}: {type(error).__name__}"
+            + (f": {redact_url(reason)}" if reason else "")
         ) from error
+    return inbox
 
 
 def parse_since(text: str) -> datetime.datetime:
@@ -474,7 +498,8 @@ def serve(
     if credentials is None:
         credentials = "admin:" + secrets.token_urlsafe(12)
         click.echo(f"no --basic-auth given: log in as {credentials}", err=True)
-    app = dashboard(_open(store), receiver=receiver, basic_auth=credentials, title=title)
+    inbox = _open(store, create=True)
+    app = dashboard(inbox, receiver=receiver, basic_auth=credentials, title=title)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"inbox dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

@@ -183,6 +183,23 @@ class PostgresInbox(SQLInbox):
     def _execute(self, statement: str, params: Sequence[Any]) -> int:
         return self._run(statement, params)[0]
 
+    def ping(self) -> None:
+        """Connect once, outside the pool, and close: fails fast with libpq's reason.
+
+        A pool that cannot connect only times out (``PoolTimeout`` after ``timeout``
+        seconds); this raises the connection's own error at once. A no-op for an inbox
+        on a pool you passed in.
+
+        Raises:
+            psycopg.OperationalError: The database cannot be reached or refused the
+                login (its message says why; it never holds the password).
+        """
+        if self._conninfo is None:
+            return
+        timeout = max(1, round(self._timeout))
+        with psycopg.connect(self._conninfo, connect_timeout=timeout, autocommit=True):
+            pass
+
     def create_schema(self) -> None:
         """Create the table and its indexes if missing (idempotent).
 

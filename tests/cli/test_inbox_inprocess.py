@@ -192,8 +192,22 @@ def test_list_usage_errors(box: Box) -> None:
 def test_an_inbox_that_cannot_be_opened_is_an_error_without_the_password() -> None:
     url = "postgresql://user:s3cret@127.0.0.1:1/nowhere"
     result = run("list", "--store", url, code=1)
-    assert "cannot open the inbox at" in result.stderr
+    assert "cannot open the inbox at postgresql://user:***@127.0.0.1:1/nowhere" in result.stderr
+    assert "OperationalError: connection failed" in result.stderr  # libpq's reason, at once
+    assert "PoolTimeout" not in result.stderr
     assert "s3cret" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "0123"], ["prune", "--all"]])
+def test_a_missing_sqlite_file_is_an_error_not_an_empty_inbox(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A mistyped path (or the default one, run from the wrong directory) must not list
+    an empty inbox it just created."""
+    path = tmp_path / "typo.sqlite3"
+    result = run(*command, "--store", f"sqlite:{path}", code=1)
+    assert f"no inbox at {path}: the file does not exist" in result.stderr
+    assert not path.exists()
 
 
 # --- show --------------------------------------------------------------------------
