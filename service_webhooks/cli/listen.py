@@ -34,8 +34,9 @@ from service_webhooks import (
     WebhookReceiver,
 )
 from service_webhooks._reporting import printable
+from service_webhooks._storage_url import scheme_of
 from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
-from service_webhooks.stores import redact_url
+from service_webhooks.stores import redact_url, store_from_url
 
 __all__ = ["listen"]
 
@@ -132,9 +133,16 @@ def listen(
     try:
         scheme = store.strip().partition(":")[0].lower()
         inbox = keep_inbox and scheme in ("sqlite", "postgresql", "postgres")
+        _reachable(store)
         receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance, inbox=inbox)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
+    except Exception as error:  # the server is down, or refused the login
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise click.ClickException(
+            f"cannot open the store at {redact_url(store)}: {type(error).__name__}"
+            + (f": {redact_url(reason)}" if reason else "")
+        ) from error
     receiver.on_any(_json_printer() if as_json else _readable_printer())
     app = WebhookMiddleware(_not_found(path), receiver=receiver, path=path)
 
@@ -159,6 +167,21 @@ def listen(
         server_header=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _reachable(store: str) -> None:
+    """Connect to a Redis or PostgreSQL store once, so that a wrong URL stops ``listen``
+    at once with the server's reason, not as a 503 on every delivery."""
+    if scheme_of(store.strip()) in ("memory", "sqlite"):
+        return  # nothing to reach
+    probe = store_from_url(store)
+    ping, close = getattr(probe, "ping", None), getattr(probe, "close", None)
+    try:
+        if ping is not None:
+            ping()
+    finally:
+        if close is not None:
+            close()
 
 
 def _json_printer() -> Handler:

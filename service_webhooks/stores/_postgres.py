@@ -464,6 +464,20 @@ class PostgresStore:
         """Delete every expired row now; returns how many were deleted."""
         return self._execute(self._prune_sql, {})[0]
 
+    def ping(self) -> None:
+        """Connect once, outside the pool, and close: a wrong URL or a server that is
+        down fails here, at once and with libpq's reason, instead of as a 503 on the
+        first delivery (a pool that cannot connect only times out). A no-op for a store
+        on pools you passed in.
+
+        Raises:
+            psycopg.OperationalError: The database cannot be reached or refused the
+                login (its message never holds the password).
+        """
+        if self._conninfo is not None:
+            with psycopg.connect(self._conninfo, **self._kwargs):
+                pass
+
     def close(self) -> None:
         """Close the sync pool this store opened (a pool you passed in stays open)."""
         if self._own_pool and self._pool is not None:

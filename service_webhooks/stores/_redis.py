@@ -208,6 +208,18 @@ class RedisStore:
         client = self._sync()
         return bool(self._release([self.prefix + key], [token], client))
 
+    def ping(self) -> None:
+        """Ask the server for ``PONG`` once: a wrong URL or a server that is down fails
+        here, at once, instead of as a 503 on the first delivery. A no-op for a store
+        with only an asyncio client.
+
+        Raises:
+            redis.RedisError: The server cannot be reached or refused (its message
+                never holds the password).
+        """
+        if self._client is not None:
+            self._client.ping()
+
     def close(self) -> None:
         """Close the sync client this store opened (a client you passed in stays open)."""
         if self._url is not None and self._client is not None:

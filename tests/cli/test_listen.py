@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from service_webhooks import SIGNATURE_HEADER, sign
 from service_webhooks.cli import main
+from service_webhooks.stores import redact_url
 
 pytestmark = pytest.mark.e2e
 
@@ -202,6 +203,22 @@ def test_bad_store_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["listen", "--secret", "s", "--store", "ftp://x"])
     assert result.exit_code == 2
     assert "unknown store URL scheme 'ftp'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://app:PW-never@127.0.0.1:1/x", "OperationalError: connection failed"),
+        ("redis://:PW-never@127.0.0.1:1/0", "ConnectionError: "),
+    ],
+)
+def test_an_unreachable_store_stops_listen_at_once_with_the_reason(url: str, reason: str) -> None:
+    """Not a 503 on every delivery, nor a PoolTimeout traceback after 5 s."""
+    result = CliRunner().invoke(main, ["listen", "--secret", "s", "--store", url])
+    assert result.exit_code == 1, result.output
+    assert f"Error: cannot open the store at {redact_url(url)}: {reason}" in result.output
+    assert "PW-never" not in result.output
+    assert "Traceback" not in result.output
 
 
 def test_listen_never_prints_the_store_password(tmp_path: Path) -> None:

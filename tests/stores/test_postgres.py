@@ -228,3 +228,10 @@ def test_a_table_that_cannot_be_created_names_the_fix(admin: Admin) -> None:
     assert "InvalidSchemaName" in message
     assert "hunter2" not in message
     store.close()
+
+
+def test_ping_connects_once_and_says_why_it_cannot(admin: Admin) -> None:
+    PostgresStore(URL).ping()  # the live server: no error, no pool left open
+    with pytest.raises(psycopg.OperationalError, match=r"(?i)refused|could not connect"):
+        PostgresStore("postgresql://app:PW-never@127.0.0.1:1/x").ping()
+    PostgresStore(pool=ConnectionPool(URL, open=False)).ping()  # your pool: not touched

@@ -134,3 +134,9 @@ def test_missing_redis_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "service_webhooks.stores._redis")
     with pytest.raises(ImportError, match=r"service-webhooks\[redis\]"):
         importlib.import_module("service_webhooks.stores._redis")
+
+
+def test_ping_asks_the_server_once_and_says_why_it_cannot(client: redis.Redis) -> None:
+    RedisStore.from_url(URL).ping()
+    with pytest.raises(redis.ConnectionError, match=r"(?i)refused"):
+        RedisStore.from_url("redis://:PW-never@127.0.0.1:1/0").ping()
