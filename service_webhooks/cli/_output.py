@@ -10,10 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import click
 from rich.console import Console
 from rich.table import Column, Table
 
-__all__ = ["console", "print_table"]
+from service_webhooks.stores import redact_url
+
+__all__ = ["cannot_open", "console", "print_table"]
+
+
+def cannot_open(what: str, url: str, error: Exception) -> click.ClickException:
+    """``cannot open the <what> at <url>: <Type>: <first line>`` (exit 1), passwords
+    masked in both the URL and the driver's message."""
+    lines = str(error).strip().splitlines()
+    reason = f": {redact_url(lines[0])}" if lines else ""
+    return click.ClickException(
+        f"cannot open the {what} at {redact_url(url)}: {type(error).__name__}{reason}"
+    )
 
 
 def console(*, stderr: bool = False) -> Console:

@@ -32,10 +32,9 @@ from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks._storage_url import scheme_of, sqlite_path
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
 from service_webhooks.inbox.commands import replay_line
-from service_webhooks.stores import redact_url
 
+from ._output import cannot_open, print_table
 from ._output import console as make_console
-from ._output import print_table
 
 __all__ = ["inbox"]
 
@@ -82,11 +81,7 @@ def _open(store: str, *, create: bool = False) -> Inbox:
             inbox.ping()  # libpq's own reason at once, not the pool's timeout
             inbox.create_schema()
     except Exception as error:  # the database is unreachable or refused
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise click.ClickException(
-            f"cannot open the inbox at {redact_url(store)}: {type(error).__name__}"
-            + (f": {redact_url(reason)}" if reason else "")
-        ) from error
+        raise cannot_open("inbox", store, error) from error
     return inbox
 
 

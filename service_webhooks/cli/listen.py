@@ -38,6 +38,8 @@ from service_webhooks._storage_url import scheme_of
 from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
 from service_webhooks.stores import redact_url, store_from_url
 
+from ._output import cannot_open
+
 __all__ = ["listen"]
 
 SECRET_ENVVAR = "SERVICE_WEBHOOKS_SECRET"  # noqa: S105 - a variable name, not a secret
@@ -138,11 +140,7 @@ def listen(
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
     except Exception as error:  # the server is down, or refused the login
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise click.ClickException(
-            f"cannot open the store at {redact_url(store)}: {type(error).__name__}"
-            + (f": {redact_url(reason)}" if reason else "")
-        ) from error
+        raise cannot_open("store", store, error) from error
     receiver.on_any(_json_printer() if as_json else _readable_printer())
     app = WebhookMiddleware(_not_found(path), receiver=receiver, path=path)
 
