@@ -717,10 +717,13 @@ class WebhookReceiver:
         if self._key_function is None and len(body) >= OVERLAP_FROM:
             overlapped = OverlappedKey(header.organization_id, body)
         check(body, header, secrets, self.tolerance, now)
-        is_ascii = body.isascii if overlapped is None else overlapped.is_ascii
-        envelope = decode_checked(body, self.max_body_size, is_ascii)
-        handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         organization_id = header.organization_id
+        is_ascii = body.isascii if overlapped is None else overlapped.is_ascii
+        try:
+            envelope = decode_checked(body, self.max_body_size, is_ascii)
+        except EnvelopeError as error:
+            return self._refused(error, started, organization_id, error.event_name, error.version)
+        handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         if not handlers:
             unhandled = self.unhandled
             outcome = Outcome(
@@ -741,7 +744,10 @@ class WebhookReceiver:
             body,
         )
         if self._key_function is not None:
-            custom = self._custom_key(self._key_function, event)
+            try:
+                custom = self._custom_key(self._key_function, event)
+            except Unprocessable as error:
+                return self._refused(error, started, organization_id, event.name, event.version)
             event = msgspec.structs.replace(event, idempotency_key=custom)
         return _Plan(event, handlers, new_token())
 
@@ -824,10 +830,24 @@ class WebhookReceiver:
         error_type = type(cause).__name__ if isinstance(error, StoreError) and cause else None
         if plan is not None:
             return self._answer(plan, outcome, started, None, str(error), error_type)
-        if isinstance(error, EnvelopeError) and error.event_name is not None:  # schema drift
-            named = Outcome(outcome.status, outcome.reason, outcome.headers, error.event_name)
-            return self._finish(named, started, error.version, None, None, str(error))
         return self._finish(outcome, started, None, None, None, str(error), error_type)
+
+    def _refused(
+        self,
+        error: WebhookError,
+        started: float,
+        organization_id: str,
+        event_name: str | None,
+        version: int | None,
+    ) -> Outcome:
+        """The answer for an authenticated delivery refused before it became a plan (a
+        body that is no envelope, a failed ``idempotency_key``): it names the
+        organization, and the event when known (a schema drift's, from the envelope)."""
+        outcome = outcome_for_error(error)
+        answer = Outcome(
+            outcome.status, outcome.reason, outcome.headers, event_name, organization_id
+        )
+        return self._finish(answer, started, version, None, None, str(error))
 
     def _finish(
         self,

@@ -43,7 +43,7 @@ import msgspec
 from ._dispatch import arun, run
 from ._envelope import decode_envelope
 from ._events import Event
-from ._exceptions import ConfigurationError, StoreError, WebhookError
+from ._exceptions import ConfigurationError, EnvelopeError, StoreError, Unprocessable
 from ._idempotency import (
     DEFAULT_SQLITE_PATH,
     aguard,
@@ -52,7 +52,6 @@ from ._idempotency import (
     new_token,
 )
 from ._outcome import PROCESSED, Outcome, outcome_for_error
-from ._signing import parse_signature_header
 from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros, new_record_id
 from .inbox._sql import SQLInbox
 from .inbox._sqlite import SQLiteInbox
@@ -72,11 +71,6 @@ InboxConfig = Inbox | str | bool | None
 
 _MAX_MESSAGE = 2000  # characters of a handler exception's message kept
 _MAX_TRACEBACK = 16 * 1024  # characters of its traceback kept (the end: where it raised)
-
-_AFTER_VERIFY_WITHOUT_EVENT = frozenset({"malformed_envelope", "unprocessable"})
-"""Reasons answered after the signature was verified but before an event existed
-(the envelope did not decode; an ``idempotency_key`` function failed): recorded too.
-Every other answer without an organization came before verification: only counted."""
 
 _INBOX_METHODS = ("record", "add_replay", "get", "search", "arecord", "count_rejected")
 
@@ -346,11 +340,9 @@ class Recorder:
     def _delivery(self, note: Note, outcome: Outcome) -> ReceivedDelivery | None:
         """The record for an authenticated delivery; ``None`` (counted) for the rest."""
         organization_id = outcome.organization_id
-        if organization_id is None:
-            if outcome.reason not in _AFTER_VERIFY_WITHOUT_EVENT:
-                self.inbox.count_rejected(outcome.reason)
-                return None
-            organization_id = parse_signature_header(note.signature).organization_id
+        if organization_id is None:  # answered before the signature was verified
+            self.inbox.count_rejected(outcome.reason)
+            return None
         key = note.key
         if key is None and outcome.event_name is not None and not self.receiver._key_function:
             key = default_idempotency_key(organization_id, note.body)  # unhandled: no key yet
@@ -425,33 +417,35 @@ def _plan(receiver: WebhookReceiver, record: ReceivedDelivery, started: float) -
     """The stored delivery as the pipeline's plan (handlers found), else the answer now."""
     from ._receiver import _Plan
 
+    organization_id = record.organization_id
     try:
         envelope = decode_envelope(record.body, max_size=max(len(record.body), 1))
-        handlers = receiver.router.handlers_for(envelope.event_name, envelope.version)
-        organization_id = record.organization_id
-        if not handlers:
-            unhandled = receiver.unhandled
-            outcome = Outcome(
-                unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
-            )
-            return receiver._finish(outcome, started, envelope.version)
-        function = receiver._key_function
-        key = "" if function else default_idempotency_key(organization_id, record.body)
-        event: Event[Any] = Event(
-            envelope.event_name,
-            envelope.version,
-            envelope.data,
-            organization_id,
-            int(record.received_at.timestamp()),  # t is not kept; the arrival time stands in
-            key,
-            record.body,
+    except EnvelopeError as error:  # e.g. a schema drift, replayed before the fix
+        return receiver._refused(error, started, organization_id, error.event_name, error.version)
+    handlers = receiver.router.handlers_for(envelope.event_name, envelope.version)
+    if not handlers:
+        unhandled = receiver.unhandled
+        outcome = Outcome(
+            unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
         )
-        if function is not None:
-            event = msgspec.structs.replace(
-                event, idempotency_key=receiver._custom_key(function, event)
-            )
-    except WebhookError as error:
-        return receiver._rejected(error, started)
+        return receiver._finish(outcome, started, envelope.version)
+    function = receiver._key_function
+    key = "" if function else default_idempotency_key(organization_id, record.body)
+    event: Event[Any] = Event(
+        envelope.event_name,
+        envelope.version,
+        envelope.data,
+        organization_id,
+        int(record.received_at.timestamp()),  # t is not kept; the arrival time stands in
+        key,
+        record.body,
+    )
+    if function is not None:
+        try:
+            custom = receiver._custom_key(function, event)
+        except Unprocessable as error:
+            return receiver._refused(error, started, organization_id, event.name, event.version)
+        event = msgspec.structs.replace(event, idempotency_key=custom)
     return _Plan(event, handlers, new_token())
 
 

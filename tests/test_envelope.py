@@ -98,9 +98,11 @@ def test_malformed_envelope_answers_400(
 def test_known_event_with_data_not_fitting_its_model_answers_400(
     receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
 ) -> None:
-    outcome = drive(receiver, *signed(make_body("note.created", data={"id": "n-1"})))
+    body = make_body("note.created", data={"id": "n-1"})
+    outcome = drive(receiver, *signed(body, org="o-DRIFT-1"))
     assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
     assert outcome.event_name == "note.created"  # a schema drift still names its event
+    assert outcome.organization_id == "o-DRIFT-1"  # verified: the answer names it
 
 
 def test_a_schema_drift_error_names_the_event_and_version() -> None:

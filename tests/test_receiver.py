@@ -400,7 +400,9 @@ def test_failing_idempotency_key_function_is_unprocessable(
         secrets=secret, store="memory", idempotency_key=lambda event: event.data["missing"]
     )
     receiver.on_any(lambda event: None)
-    assert drive(receiver, *signed(make_body("x.y", data={}))).status == 422
+    outcome = drive(receiver, *signed(make_body("x.y", data={}), org="o-KEY-1"))
+    assert (outcome.status, outcome.reason) == (422, "unprocessable")
+    assert (outcome.event_name, outcome.organization_id) == ("x.y", "o-KEY-1")
 
 
 @pytest.mark.parametrize(

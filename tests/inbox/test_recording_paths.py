@@ -64,6 +64,47 @@ def test_replay_uses_the_custom_key_again() -> None:
     assert runs == [f"{ORG},n-7", f"{ORG},n-7"]
 
 
+def test_a_failing_custom_key_is_recorded_under_its_event_and_so_is_its_replay() -> None:
+    """422 before a plan existed: still the organization and the event, on the delivery
+    and on its replay (the key function fails the same way again)."""
+    inbox = MemoryInbox()
+    receiver = WebhookReceiver(
+        SECRET, store=MemoryStore(), inbox=inbox, idempotency_key=lambda event: event.data.nope
+    )
+    receiver.on("note.created", lambda event: None)
+    body = body_for("n-6")
+    outcome = receiver.process(body, sign(body, SECRET, ORG))
+    assert (outcome.status, outcome.event_name, outcome.organization_id) == (
+        422,
+        "note.created",
+        ORG,
+    )
+    record = inbox.search().items[0]
+    assert (record.reason, record.event_name, record.version) == (
+        "unprocessable",
+        "note.created",
+        1,
+    )
+    replayed = receiver.replay(record.id)
+    assert (replayed.status, replayed.event_name, replayed.organization_id) == (
+        422,
+        "note.created",
+        ORG,
+    )
+
+
+def test_a_schema_drift_replayed_before_the_fix_names_its_event() -> None:
+    inbox = MemoryInbox()
+    receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox)
+    body = b'{"eventName":"note.created","version":1,"data":{"id":5}}'
+    assert receiver.process(body, sign(body, SECRET, ORG)).status == 400
+    record = inbox.search().items[0]
+    replayed = receiver.replay(record.id)
+    assert (replayed.status, replayed.reason) == (400, "malformed_envelope")
+    assert (replayed.event_name, replayed.organization_id) == ("note.created", ORG)
+    assert inbox.get(record.id).replays[0].reason == "malformed_envelope"  # type: ignore[union-attr]
+
+
 def test_a_forced_replay_that_fails_is_answered_as_a_delivery() -> None:
     inbox = MemoryInbox()
     receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox)
