@@ -48,7 +48,7 @@ import msgspec
 from . import _recording
 from ._credentials import SecretsConfig, _Static, as_resolver
 from ._dispatch import Registration, Router, arun, run
-from ._envelope import MAX_BODY_SIZE, decode_checked
+from ._envelope import MAX_BODY_SIZE, Envelope, decode_checked
 from ._events import Event
 from ._exceptions import (
     ConfigurationError,
@@ -723,6 +723,20 @@ class WebhookReceiver:
             envelope = decode_checked(body, self.max_body_size, is_ascii)
         except EnvelopeError as error:
             return self._refused(error, started, organization_id, error.event_name, error.version)
+        return self._planned(envelope, organization_id, header.timestamp, body, overlapped, started)
+
+    def _planned(
+        self,
+        envelope: Envelope,
+        organization_id: str,
+        timestamp: int,
+        body: bytes,
+        overlapped: OverlappedKey | None,
+        started: float,
+    ) -> _Plan | Outcome:
+        """A decoded envelope as the pipeline's plan (its handlers, its event with its
+        idempotency key), else the answer now: ``unhandled``, or 422 when the
+        ``idempotency_key`` function fails. Deliveries and replays alike."""
         handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         if not handlers:
             unhandled = self.unhandled
@@ -739,7 +753,7 @@ class WebhookReceiver:
             envelope.version,
             envelope.data,
             organization_id,
-            header.timestamp,
+            timestamp,
             key,
             body,
         )

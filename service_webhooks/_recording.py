@@ -38,20 +38,17 @@ from contextvars import ContextVar
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, overload
 
-import msgspec
-
 from ._dispatch import arun, run
 from ._envelope import decode_envelope
-from ._events import Event
-from ._exceptions import ConfigurationError, EnvelopeError, StoreError, Unprocessable
+from ._exceptions import ConfigurationError, EnvelopeError, StoreError
 from ._idempotency import (
     DEFAULT_SQLITE_PATH,
     aguard,
     default_idempotency_key,
     guard,
-    new_token,
 )
 from ._outcome import PROCESSED, Outcome, outcome_for_error
+from ._storage_url import POSTGRES_SCHEMES, scheme_of
 from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros, new_record_id
 from .inbox._sql import SQLInbox
 from .inbox._sqlite import SQLiteInbox
@@ -98,10 +95,12 @@ def open_inbox(
             return SQLiteInbox(DEFAULT_SQLITE_PATH)
         if isinstance(store, SQLiteStore):
             return SQLiteInbox(store.path)
-        if config is True and isinstance(store_config, str):
-            scheme = store_config.strip().partition(":")[0].lower()
-            if scheme in ("postgresql", "postgres"):
-                return inbox_from_url(store_config)
+        if (
+            config is True
+            and isinstance(store_config, str)
+            and scheme_of(store_config.strip()) in POSTGRES_SCHEMES
+        ):
+            return inbox_from_url(store_config)
         if config is True:
             raise ConfigurationError(
                 "inbox=True needs a SQLite or PostgreSQL store URL; pass inbox=URL or an Inbox"
@@ -415,38 +414,13 @@ def _stored(receiver: WebhookReceiver, delivery_id: str) -> tuple[Inbox, Receive
 
 def _plan(receiver: WebhookReceiver, record: ReceivedDelivery, started: float) -> _Plan | Outcome:
     """The stored delivery as the pipeline's plan (handlers found), else the answer now."""
-    from ._receiver import _Plan
-
     organization_id = record.organization_id
     try:
         envelope = decode_envelope(record.body, max_size=max(len(record.body), 1))
     except EnvelopeError as error:  # e.g. a schema drift, replayed before the fix
         return receiver._refused(error, started, organization_id, error.event_name, error.version)
-    handlers = receiver.router.handlers_for(envelope.event_name, envelope.version)
-    if not handlers:
-        unhandled = receiver.unhandled
-        outcome = Outcome(
-            unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
-        )
-        return receiver._finish(outcome, started, envelope.version)
-    function = receiver._key_function
-    key = "" if function else default_idempotency_key(organization_id, record.body)
-    event: Event[Any] = Event(
-        envelope.event_name,
-        envelope.version,
-        envelope.data,
-        organization_id,
-        int(record.received_at.timestamp()),  # t is not kept; the arrival time stands in
-        key,
-        record.body,
-    )
-    if function is not None:
-        try:
-            custom = receiver._custom_key(function, event)
-        except Unprocessable as error:
-            return receiver._refused(error, started, organization_id, event.name, event.version)
-        event = msgspec.structs.replace(event, idempotency_key=custom)
-    return _Plan(event, handlers, new_token())
+    arrived = int(record.received_at.timestamp())  # t is not kept; the arrival time stands in
+    return receiver._planned(envelope, organization_id, arrived, record.body, None, started)
 
 
 def _forced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:

@@ -10,7 +10,10 @@ import re
 
 from ._exceptions import ConfigurationError
 
-__all__ = ["quoted_scheme", "scheme_of", "sqlite_path"]
+__all__ = ["POSTGRES_SCHEMES", "quoted_scheme", "scheme_of", "sqlite_path"]
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+"""The schemes of a PostgreSQL URL (a store's or an inbox's)."""
 
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,19}")  # RFC 3986 §3.1, at most 20 characters
 

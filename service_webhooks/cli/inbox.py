@@ -29,7 +29,7 @@ import click
 from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookReceiver
-from service_webhooks._storage_url import scheme_of, sqlite_path
+from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
 from service_webhooks.inbox.commands import replay_line
 
@@ -72,7 +72,7 @@ def _open(store: str, *, create: bool = False) -> Inbox:
         inbox = inbox_from_url(store, create_schema=False)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
-    if scheme_of(text) not in ("postgresql", "postgres"):
+    if scheme_of(text) not in POSTGRES_SCHEMES:
         return inbox
     from service_webhooks.inbox import PostgresInbox  # psycopg: installed, since it opened
 

@@ -34,7 +34,7 @@ from service_webhooks import (
     WebhookReceiver,
 )
 from service_webhooks._reporting import printable
-from service_webhooks._storage_url import scheme_of
+from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of
 from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
 from service_webhooks.stores import redact_url, store_from_url
 
@@ -133,9 +133,10 @@ def listen(
     if not path.startswith("/"):
         raise click.BadParameter("must start with '/'", param_hint="--path")
     try:
-        scheme = store.strip().partition(":")[0].lower()
-        inbox = keep_inbox and scheme in ("sqlite", "postgresql", "postgres")
-        _reachable(store)
+        scheme = scheme_of(store.strip())
+        inbox = keep_inbox and (scheme == "sqlite" or scheme in POSTGRES_SCHEMES)
+        if scheme not in ("memory", "sqlite"):  # a server to reach
+            _reachable(store)
         receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance, inbox=inbox)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
@@ -170,8 +171,6 @@ def listen(
 def _reachable(store: str) -> None:
     """Connect to a Redis or PostgreSQL store once, so that a wrong URL stops ``listen``
     at once with the server's reason, not as a 503 on every delivery."""
-    if scheme_of(store.strip()) in ("memory", "sqlite"):
-        return  # nothing to reach
     probe = store_from_url(store)
     ping, close = getattr(probe, "ping", None), getattr(probe, "close", None)
     try:

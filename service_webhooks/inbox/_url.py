@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
-from .._storage_url import quoted_scheme, scheme_of, sqlite_path
+from .._storage_url import POSTGRES_SCHEMES, quoted_scheme, scheme_of, sqlite_path
 from ._base import Inbox
 from ._memory import MemoryInbox
 from ._sqlite import SQLiteInbox
@@ -43,7 +43,7 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
         return MemoryInbox()
     if scheme == "sqlite":
         return SQLiteInbox(sqlite_path(text, "inbox"))
-    if scheme in ("postgresql", "postgres"):
+    if scheme in POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_POSTGRES_INBOX_TABLE, PostgresInbox
 
         parts = urlsplit(text)

@@ -23,7 +23,7 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
-from .._storage_url import quoted_scheme, scheme_of, sqlite_path
+from .._storage_url import POSTGRES_SCHEMES, quoted_scheme, scheme_of, sqlite_path
 from ._base import IdempotencyStore
 from ._memory import MemoryStore
 from ._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
@@ -37,7 +37,6 @@ _REDACTED = "***"
 _SECRET_PARAMETERS = frozenset({"password", "passwd", "pwd", "secret", "token", "sslpassword"})
 
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore:
@@ -67,7 +66,7 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
         rest, options = _pop_query(text, "prefix", "timeout")
         prefix = options.get("prefix", DEFAULT_PREFIX)
         return RedisStore.from_url(rest, prefix=prefix, timeout=_seconds(options, 5.0))
-    if scheme in _POSTGRES_SCHEMES:
+    if scheme in POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
         rest, options = _pop_query(text, "table", "timeout")
