@@ -61,8 +61,9 @@ def _open(store: str, *, create: bool = False) -> Inbox:
     may start before its receiver) or an unreachable database is an error (exit 1) that
     says why, never an empty inbox made on the spot."""
     text = store.strip()
+    scheme = scheme_of(text)
     try:
-        if scheme_of(text) == "sqlite" and not create:
+        if scheme == "sqlite" and not create:
             path = sqlite_path(text, "inbox")
             if path != ":memory:" and not os.path.exists(path):
                 raise click.ClickException(
@@ -72,7 +73,7 @@ def _open(store: str, *, create: bool = False) -> Inbox:
         inbox = inbox_from_url(store, create_schema=False)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
-    if scheme_of(text) not in POSTGRES_SCHEMES:
+    if scheme not in POSTGRES_SCHEMES:
         return inbox
     from service_webhooks.inbox import PostgresInbox  # psycopg: installed, since it opened
 
