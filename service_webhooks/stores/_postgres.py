@@ -67,7 +67,7 @@ from ._url import redact_url
 try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
-    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
@@ -156,24 +156,44 @@ def _interrupt(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any
 class _Checkout:
     """``async with``: a pool connection whose statement is interrupted at the store's
     deadline by a loop timer (``TimeoutError`` then). Written out rather than as an
-    ``asynccontextmanager``: the generator costs about 4 µs a statement."""
+    ``asynccontextmanager``: the generator costs about 4 µs a statement.
 
-    __slots__ = ("_connection", "_context", "_fired", "_pool", "_store", "_timer")
+    Callers queue for the pool's connections on an :class:`asyncio.Semaphore` of the
+    pool's size (:meth:`PostgresStore._gate`) before asking the pool: a waiter there
+    costs one future, where the pool's own queue costs a task, a condition and a
+    timeout handler each, and with more deliveries in flight than connections
+    nearly every statement waits."""
+
+    __slots__ = ("_connection", "_fired", "_gate", "_pool", "_store", "_timer")
     _connection: psycopg.AsyncConnection[Any]
-    _context: contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]
     _timer: asyncio.TimerHandle
 
     def __init__(self, store: PostgresStore, pool: AsyncConnectionPool[Any]) -> None:
         self._store = store
         self._pool = pool
+        self._gate = store._gate(pool)
         self._fired = False
 
     async def __aenter__(self) -> psycopg.AsyncConnection[Any]:
         loop = asyncio.get_running_loop()
         timeout = self._store._timeout
         deadline = loop.time() + timeout
-        self._context = self._pool.connection(timeout=timeout)
-        self._connection = await self._context.__aenter__()
+        gate = self._gate
+        if gate.locked():
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await gate.acquire()
+            except TimeoutError:
+                raise PoolTimeout(
+                    f"no connection of the pool was free within {timeout:g} s"
+                ) from None
+        else:
+            await gate.acquire()
+        try:
+            self._connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
+        except BaseException:
+            gate.release()
+            raise
         self._timer = loop.call_at(deadline, self._interrupt)
         return self._connection
 
@@ -189,7 +209,10 @@ class _Checkout:
             if self._fired:
                 await self._connection.close()  # its socket is shut: the pool discards it
         finally:
-            await self._context.__aexit__(kind, error, trace)  # the pool never swallows
+            try:
+                await self._pool.putconn(self._connection)
+            finally:
+                self._gate.release()
         if self._fired and isinstance(error, psycopg.OperationalError):
             raise self._store._timed_out() from error
 
@@ -331,6 +354,9 @@ class PostgresStore:
         self._apools: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
         ] = weakref.WeakKeyDictionary()
+        self._gates: weakref.WeakKeyDictionary[AsyncConnectionPool[Any], asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
         self._sizes = (min_size, max_size)
         self._timeout = timeout
         self._kwargs: dict[str, Any] = {
@@ -558,6 +584,13 @@ class PostgresStore:
             self._apools[loop] = pool
             await pool.open()
         return pool
+
+    def _gate(self, pool: AsyncConnectionPool[Any]) -> asyncio.Semaphore:
+        """The queue for ``pool``'s connections: a semaphore of its ``max_size``."""
+        gate = self._gates.get(pool)
+        if gate is None:
+            gate = self._gates[pool] = asyncio.Semaphore(pool.max_size)
+        return gate
 
     def _aconnection(self, pool: AsyncConnectionPool[Any]) -> _Checkout:
         """Async twin of :meth:`_connection` (a loop timer instead of the watchdog)."""

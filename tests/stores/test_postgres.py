@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import sys
@@ -235,3 +236,71 @@ def test_ping_connects_once_and_says_why_it_cannot(admin: Admin) -> None:
     with pytest.raises(psycopg.OperationalError, match=r"(?i)refused|could not connect"):
         PostgresStore("postgresql://app:PW-never@127.0.0.1:1/x").ping()
     PostgresStore(pool=ConnectionPool(URL, open=False)).ping()  # your pool: not touched
+
+
+async def test_more_async_calls_than_connections_queue_and_all_complete(
+    admin: Admin, schema: str
+) -> None:
+    store = PostgresStore(URL, table=f"{schema}.keys", min_size=1, max_size=2)
+    store.create_schema()
+    try:
+        states = await asyncio.gather(*(store.aclaim(f"k{i}", "t", 60) for i in range(40)))
+        assert states == [ClaimState.NEW] * 40
+        done = await asyncio.gather(*(store.acomplete(f"k{i}", "t", 3600) for i in range(40)))
+        assert done == [True] * 40
+    finally:
+        await store.aclose()
+    row = admin.execute(f"SELECT count(*) FROM {schema}.keys WHERE state = 'done'").fetchone()  # noqa: S608
+    assert row == (40,)
+
+
+async def test_a_full_pool_fails_the_waiting_calls_within_the_timeout(
+    admin: Admin, schema: str
+) -> None:
+    from psycopg_pool import PoolTimeout
+
+    store = PostgresStore(URL, table=f"{schema}.keys", max_size=1, timeout=0.5)
+    store.create_schema()
+    try:
+        with admin.transaction():  # holds the table: the first call keeps the only connection
+            admin.execute(f"LOCK TABLE {schema}.keys IN ACCESS EXCLUSIVE MODE")
+            started = time.monotonic()
+            outcomes = await asyncio.gather(
+                *(store.aclaim(f"k{i}", "t", 60) for i in range(4)), return_exceptions=True
+            )
+            assert time.monotonic() - started < 2
+        # one call held the connection until its deadline; the others waited for it
+        assert isinstance(outcomes[0], TimeoutError), outcomes
+        for waited in outcomes[1:]:
+            assert isinstance(waited, PoolTimeout), outcomes
+            assert "no connection of the pool was free within 0.5 s" in str(waited)
+        # nothing leaked: the single connection serves the next calls
+        assert await store.aclaim("after", "t", 60) is ClaimState.NEW
+        assert await store.acomplete("after", "t", 3600) is True
+    finally:
+        await store.aclose()
+
+
+async def test_a_failed_checkout_gives_its_place_in_the_queue_back(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    store = PostgresStore(URL, table=f"{schema}.keys", max_size=1, timeout=2)
+    store.create_schema()
+    real = AsyncConnectionPool.getconn
+    failures = [OSError("the pool broke")] * 3
+
+    async def getconn(self: Any, timeout: float | None = None) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(self, timeout)
+
+    monkeypatch.setattr(AsyncConnectionPool, "getconn", getconn)
+    try:
+        for _ in range(3):
+            with pytest.raises(OSError, match="the pool broke"):
+                await store.aclaim("k", "t", 60)
+        assert await store.aclaim("k", "t", 60) is ClaimState.NEW  # with max_size=1: no leak
+    finally:
+        await store.aclose()
