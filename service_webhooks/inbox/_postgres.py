@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from ..stores._pg_deadline import Deadlines, connection_kwargs
 from ..stores._postgres import PostgresStore
+from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
 from ._sql import SQLInbox, encode_replay, schema
 
@@ -74,7 +76,10 @@ class PostgresInbox(SQLInbox):
         retention: Seconds a record is kept (30 days, spec §6.3).
         max_bytes: Total record size kept, in bytes; ``None``: no cap.
         max_size: Most connections the pool this inbox opens holds.
-        timeout: Seconds to wait for a pool connection before failing.
+        timeout: Seconds after which recording a delivery, appending a replay or
+            reading one record fails (``TimeoutError``; waiting for a pool connection
+            included), so that a database that stops answering is answered 503 in
+            time; searches, counts and pruning are not bounded.
         prune_every: Prune once every this many records by this object (0: never).
 
     Raises:
@@ -106,6 +111,8 @@ class PostgresInbox(SQLInbox):
         self._own_pool = False
         self._max_size = max_size
         self._timeout = timeout
+        self._deadlines = Deadlines(timeout, self._timed_out)
+        self._kwargs = connection_kwargs(conninfo, timeout, None)
         self._prune_every = prune_every
         self._lock = threading.Lock()
         self._apools: weakref.WeakKeyDictionary[
@@ -150,10 +157,7 @@ class PostgresInbox(SQLInbox):
                         min_size=1,
                         max_size=self._max_size,
                         timeout=self._timeout,
-                        kwargs={
-                            "autocommit": True,
-                            "connect_timeout": max(1, round(self._timeout)),
-                        },
+                        kwargs=self._kwargs,
                         open=True,
                         name="service_webhooks_inbox",
                     )
@@ -169,8 +173,12 @@ class PostgresInbox(SQLInbox):
             return store._conninfo == self._conninfo
         return self._pool is not None and store._pool is self._pool
 
-    def _run(self, statement: str, params: Sequence[Any]) -> tuple[int, list[tuple[Any, ...]]]:
-        with self._sync_pool().connection() as connection:
+    def _run(
+        self, statement: str, params: Sequence[Any], *, bounded: bool = False
+    ) -> tuple[int, list[tuple[Any, ...]]]:
+        pool = self._sync_pool()
+        checkout = self._deadlines.connection(pool) if bounded else pool.connection()
+        with checkout as connection:
             cursor = connection.execute(statement.encode(), params)
             rows = cursor.fetchall() if cursor.description is not None else []
             if connection.info.transaction_status != _IDLE:
@@ -182,6 +190,29 @@ class PostgresInbox(SQLInbox):
 
     def _execute(self, statement: str, params: Sequence[Any]) -> int:
         return self._run(statement, params)[0]
+
+    def _timed_out(self) -> TimeoutError:
+        where = "" if self._conninfo is None else f" at {redact_url(self._conninfo)}"
+        return TimeoutError(
+            f"PostgreSQL{where} did not answer within {self._timeout:g} s (the inbox's"
+            " timeout); the record was not written"
+        )
+
+    # -- the delivery path: bounded by the timeout -------------------------------------
+
+    def record(self, delivery: ReceivedDelivery) -> int:
+        rows = self._run(self._insert, self._insert_values(delivery), bounded=True)[1]
+        if self._prune_due():
+            self.prune()
+        return int(rows[0][0]) if rows else 1
+
+    def get(self, delivery_id: str) -> ReceivedDelivery | None:
+        rows = self._run(self._get, [delivery_id], bounded=True)[1]
+        return self._row(rows[0]) if rows else None
+
+    def add_replay(self, delivery_id: str, replay: Replay) -> bool:
+        params = [encode_replay(replay), delivery_id]
+        return self._run(self._append_replay_sql(), params, bounded=True)[0] == 1
 
     def ping(self) -> None:
         """Connect once, outside the pool, and close: fails fast with libpq's reason.
@@ -232,7 +263,7 @@ class PostgresInbox(SQLInbox):
                 min_size=1,
                 max_size=self._max_size,
                 timeout=self._timeout,
-                kwargs={"autocommit": True, "connect_timeout": max(1, round(self._timeout))},
+                kwargs=self._kwargs,
                 open=False,
                 name="service_webhooks_inbox",
             )
@@ -243,7 +274,7 @@ class PostgresInbox(SQLInbox):
     async def _arun(
         self, pool: AsyncConnectionPool[Any], statement: str, params: Sequence[Any]
     ) -> tuple[int, list[tuple[Any, ...]]]:
-        async with pool.connection() as connection:
+        async with self._deadlines.aconnection(pool) as connection:
             cursor = await connection.execute(statement.encode(), params)
             rows = await cursor.fetchall() if cursor.description is not None else []
             return cursor.rowcount, rows

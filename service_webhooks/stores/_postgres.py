@@ -47,27 +47,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
-import math
-import os
 import re
-import socket
 import threading
-import time
 import weakref
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._pg_deadline import Deadlines, connection_kwargs
 from ._url import redact_url
 
 try:
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
@@ -136,148 +129,6 @@ def _table(name: str) -> str:
             f"table must be 'name' or 'schema.name' (letters, digits, _), not {name!r}"
         )
     return ".".join(f'"{part}"' for part in parts)
-
-
-def _with_timeout(conninfo: str | None, seconds: float) -> str:
-    """libpq ``options`` adding the statement timeout to those ``conninfo`` sets."""
-    given = str(conninfo_to_dict(conninfo).get("options") or "") if conninfo else ""
-    return f"{given} -c statement_timeout={round(seconds * 1000)}".strip()
-
-
-def _interrupt(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
-    """Shut the connection's socket down: a read blocked on it returns at once."""
-    try:
-        with socket.socket(fileno=os.dup(connection.pgconn.socket)) as sock:
-            sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, psycopg.Error):
-        pass  # already closed
-
-
-class _Checkout:
-    """``async with``: a pool connection whose statement is interrupted at the store's
-    deadline by a loop timer (``TimeoutError`` then). Written out rather than as an
-    ``asynccontextmanager``: the generator costs about 4 µs a statement.
-
-    Callers queue for the pool's connections on an :class:`asyncio.Semaphore` of the
-    pool's size (:meth:`PostgresStore._gate`) before asking the pool: a waiter there
-    costs one future, where the pool's own queue costs a task, a condition and a
-    timeout handler each, and with more deliveries in flight than connections
-    nearly every statement waits."""
-
-    __slots__ = ("_connection", "_fired", "_gate", "_pool", "_store", "_timer")
-    _connection: psycopg.AsyncConnection[Any]
-    _timer: asyncio.TimerHandle
-
-    def __init__(self, store: PostgresStore, pool: AsyncConnectionPool[Any]) -> None:
-        self._store = store
-        self._pool = pool
-        self._gate = store._gate(pool)
-        self._fired = False
-
-    async def __aenter__(self) -> psycopg.AsyncConnection[Any]:
-        loop = asyncio.get_running_loop()
-        timeout = self._store._timeout
-        deadline = loop.time() + timeout
-        gate = self._gate
-        if gate.locked():
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await gate.acquire()
-            except TimeoutError:
-                raise PoolTimeout(
-                    f"no connection of the pool was free within {timeout:g} s"
-                ) from None
-        else:
-            await gate.acquire()
-        try:
-            self._connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
-        except BaseException:
-            gate.release()
-            raise
-        self._timer = loop.call_at(deadline, self._interrupt)
-        return self._connection
-
-    def _interrupt(self) -> None:
-        self._fired = True
-        _interrupt(self._connection)
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: Any
-    ) -> None:
-        self._timer.cancel()
-        try:
-            if self._fired:
-                await self._connection.close()  # its socket is shut: the pool discards it
-        finally:
-            try:
-                await self._pool.putconn(self._connection)
-            finally:
-                self._gate.release()
-        if self._fired and isinstance(error, psycopg.OperationalError):
-            raise self._store._timed_out() from error
-
-
-@dataclass(order=True)
-class _Watch:
-    deadline: float
-    seq: int
-    connection: Any = field(compare=False)
-    active: bool = field(default=True, compare=False)
-    fired: bool = field(default=False, compare=False)
-
-
-class _Watchdog:
-    """Interrupts sync statements still running at their deadline (one daemon thread)."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._heap: list[_Watch] = []
-        self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
-        os.register_at_fork(after_in_child=self._after_fork)
-
-    def _after_fork(self) -> None:
-        self._condition = threading.Condition()
-        self._heap, self._thread = [], None
-
-    def watch(self, connection: psycopg.Connection[Any], deadline: float) -> _Watch:
-        watch = _Watch(deadline, next(self._seq), connection)
-        with self._condition:
-            heapq.heappush(self._heap, watch)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="service_webhooks-postgres-watchdog", daemon=True
-                )
-                self._thread.start()
-            elif self._heap[0] is watch:
-                self._condition.notify()
-        return watch
-
-    def unwatch(self, watch: _Watch) -> bool:
-        """Stop watching; returns whether the watchdog interrupted the statement."""
-        with self._condition:
-            watch.active = False
-            return watch.fired
-
-    def _run(self) -> None:
-        with self._condition:
-            while True:
-                heap = self._heap
-                while heap and not heap[0].active:
-                    heapq.heappop(heap)
-                if not heap:
-                    self._condition.wait()
-                    continue
-                wait = heap[0].deadline - time.monotonic()
-                if wait > 0:
-                    self._condition.wait(wait)
-                    continue
-                watch = heapq.heappop(heap)
-                watch.active, watch.fired = False, True
-                _interrupt(watch.connection)
-
-
-_WATCHDOG = _Watchdog()
 
 
 def _state(row: tuple[Any, ...] | None) -> ClaimState:
@@ -354,18 +205,10 @@ class PostgresStore:
         self._apools: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
         ] = weakref.WeakKeyDictionary()
-        self._gates: weakref.WeakKeyDictionary[AsyncConnectionPool[Any], asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
         self._sizes = (min_size, max_size)
         self._timeout = timeout
-        self._kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": max(2, math.ceil(timeout)),  # libpq's unit: whole seconds
-            "options": _with_timeout(conninfo, statement_timeout),
-        }
-        if not conninfo or "tcp_user_timeout" not in conninfo_to_dict(conninfo):
-            self._kwargs["tcp_user_timeout"] = max(1, round(timeout * 1000))
+        self._deadlines = Deadlines(timeout, self._timed_out)
+        self._kwargs = connection_kwargs(conninfo, timeout, statement_timeout)
         self._prune_every = prune_every
         self._claims = 0
         self._lock = threading.Lock()
@@ -402,21 +245,9 @@ class PostgresStore:
                     self._own_pool = True
         return self._pool
 
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
         """A pool connection whose statements are interrupted at the call's deadline."""
-        deadline = time.monotonic() + self._timeout
-        with self._sync_pool().connection(timeout=self._timeout) as connection:
-            watch = _WATCHDOG.watch(connection, deadline)
-            try:
-                yield connection
-            except psycopg.OperationalError as error:
-                if _WATCHDOG.unwatch(watch):
-                    raise self._timed_out() from error
-                raise
-            finally:
-                if _WATCHDOG.unwatch(watch):
-                    connection.close()  # its socket is shut: the pool discards it
+        return self._deadlines.connection(self._sync_pool())
 
     def _run(self, query: bytes, params: _Params) -> _Result:
         with self._connection() as connection:
@@ -585,16 +416,11 @@ class PostgresStore:
             await pool.open()
         return pool
 
-    def _gate(self, pool: AsyncConnectionPool[Any]) -> asyncio.Semaphore:
-        """The queue for ``pool``'s connections: a semaphore of its ``max_size``."""
-        gate = self._gates.get(pool)
-        if gate is None:
-            gate = self._gates[pool] = asyncio.Semaphore(pool.max_size)
-        return gate
-
-    def _aconnection(self, pool: AsyncConnectionPool[Any]) -> _Checkout:
+    def _aconnection(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
         """Async twin of :meth:`_connection` (a loop timer instead of the watchdog)."""
-        return _Checkout(self, pool)
+        return self._deadlines.aconnection(pool)
 
     async def _arun(self, pool: AsyncConnectionPool[Any], query: bytes, params: _Params) -> _Result:
         async with self._aconnection(pool) as connection:

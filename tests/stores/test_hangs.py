@@ -165,3 +165,57 @@ def test_postgres_store_answers_again_after_the_server_resumes(frozen_postgres: 
     frozen_postgres.thaw()
     assert store.claim("after", "t", 30) is ClaimState.NEW  # the broken connection was dropped
     store.close()
+
+
+def _note(i: int) -> bytes:
+    import json
+
+    envelope = {
+        "eventName": "note.created",
+        "version": 1,
+        "data": {"id": f"n-{i}", "author": "a@example.com", "text": "t"},
+    }
+    return json.dumps(envelope).encode()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_frozen_database_under_a_postgres_inbox_is_answered_503_within_the_timeout(
+    frozen_postgres: Any, mode: str
+) -> None:
+    """The store fails first (503); the recorder then tries to record that answer in the
+    inbox on the same frozen server, and that write must give up too."""
+    from service_webhooks import WebhookReceiver, sign
+    from service_webhooks.inbox import PostgresInbox
+    from service_webhooks.stores import PostgresStore
+
+    url = frozen_postgres.url
+    store = PostgresStore(url, timeout=1)
+    store.create_schema()
+    inbox = PostgresInbox(url, timeout=1)
+    inbox.create_schema()
+    receiver = WebhookReceiver("s" * 32, store=store, inbox=inbox)
+    receiver.on("note.created")(lambda event: None)
+    loop = asyncio.new_event_loop()
+
+    def deliver(i: int) -> Any:
+        body = _note(i)
+        signature = sign(body, "s" * 32, "o-1")
+        if mode == "sync":
+            return receiver.process(body, signature)
+        return loop.run_until_complete(receiver.aprocess(body, signature))
+
+    assert deliver(1).reason == "processed"
+    frozen_postgres.freeze()
+    answers: list[Any] = []
+    worker = threading.Thread(target=lambda: answers.append(deliver(2)), daemon=True)
+    worker.start()
+    worker.join(BOUND)
+    frozen_postgres.thaw()
+    assert answers, f"the delivery was still unanswered after {BOUND} s"
+    assert (answers[0].status, answers[0].reason) == (503, "store_unavailable")
+    worker.join()
+    loop.run_until_complete(store.aclose())
+    loop.run_until_complete(inbox.aclose())
+    loop.close()
+    store.close()
+    inbox.close()
