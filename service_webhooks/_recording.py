@@ -220,10 +220,20 @@ class Recorder:
         event = plan.event
         note.version, note.key = event.version, event.idempotency_key
         note.handler_time = handler_time
-        outcome = Outcome(PROCESSED.status, PROCESSED.reason, (), event.name, event.organization_id)
-        delivery = self._delivery(note, outcome)
-        assert delivery is not None  # verified and decoded: always recorded
-        return note, inbox, *inbox.record_statement(delivery)
+        micros = int(note.received * 1_000_000)
+        statement, params = inbox.processed_statement(
+            new_record_id(micros),
+            micros,
+            _storable(event.organization_id),
+            _storable(event.name),
+            _storable_version(event.version),
+            _storable(event.idempotency_key),
+            note.body,
+            _storable(note.content_type),
+            _storable(note.user_agent),
+            handler_time,
+        )
+        return note, inbox, statement, params
 
     def complete(self, plan: _Plan, handler_time: float, retention: float) -> None:
         """Complete the claim and record the processed delivery in one transaction.
@@ -350,16 +360,13 @@ class Recorder:
         if error is not None:
             message = str(error)[:_MAX_MESSAGE]
             trace = "".join(traceback.format_exception(error))[-_MAX_TRACEBACK:]
-        version = note.version
-        if version is not None and not -(2**63) <= version < 2**63:
-            version = None  # a 64-bit column cannot hold it; the body still has it
         micros = int(note.received * 1_000_000)
         return ReceivedDelivery(
             id=new_record_id(micros),
             received_at=from_micros(micros),
             organization_id=_storable(organization_id),
             event_name=_storable(outcome.event_name),
-            version=version,
+            version=_storable_version(note.version),
             idempotency_key=_storable(key),
             body=note.body,
             content_type=_storable(note.content_type),
@@ -384,6 +391,11 @@ def _storable(text: str | None) -> str | None:
     if text is None or (text.isascii() and "\x00" not in text):
         return text
     return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+
+
+def _storable_version(version: int | None) -> int | None:
+    """``version`` when a 64-bit column holds it, else ``None`` (the body still has it)."""
+    return version if version is None or -(2**63) <= version < 2**63 else None
 
 
 def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from .._outcome import PROCESSED
 from ._base import (
     DEFAULT_PAGE_SIZE,
     InboxPage,
@@ -52,6 +53,20 @@ COLUMNS = (
 )
 _SELECT = ", ".join(COLUMNS)
 _INSERTED = [c for c in COLUMNS if c not in ("seen", "replays")]
+_PROCESSED = (
+    "id",
+    "received_at",
+    "organization_id",
+    "event_name",
+    "version",
+    "idempotency_key",
+    "body",
+    "content_type",
+    "user_agent",
+    "handler_time",
+)
+"""The columns a processed delivery's record sets by parameter; ``detail`` and the
+error columns keep their defaults (``''``, ``NULL``)."""
 
 _replays_decoder = msgspec.json.Decoder(tuple[Replay, ...])
 _encoder = msgspec.json.Encoder()
@@ -105,6 +120,16 @@ class SQLInbox(SyncInbox):
         """The record's ``INSERT`` as a store runs it in its own transaction: no
         ``RETURNING`` (nobody reads the row back there, and SQLite's costs 10-15 µs)."""
         self._insert = self._insert_only + " RETURNING seen"
+        self._insert_processed = self._sql(
+            f"INSERT INTO {table} ({', '.join(_PROCESSED)}, size, status, reason, seen,"
+            " replays) VALUES ("
+            + ", ".join("?" for _ in _PROCESSED)
+            + f", ?, {PROCESSED.status}, '{PROCESSED.reason}', (SELECT count(*) FROM {table}"
+            " WHERE idempotency_key = ?) + 1, '[]')"
+        )
+        """A processed delivery's record as a store runs it with its completion: the
+        answer's constant columns written into the SQL, only the rest as parameters
+        (:meth:`processed_statement`)."""
         self._get = self._sql(f"SELECT {_SELECT} FROM {table} WHERE id = ?")
 
     # -- dialect hooks ----------------------------------------------------------------
@@ -136,6 +161,10 @@ class SQLInbox(SyncInbox):
 
     def _now(self) -> float:
         return time.time()
+
+    def _ready(self) -> None:
+        """Called before handing a statement to a store (it runs it on its own
+        connection): whatever must exist first, e.g. the table."""
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -272,7 +301,43 @@ class SQLInbox(SyncInbox):
         """The ``INSERT`` :meth:`record` runs, without its ``RETURNING``, for a store to
         run in its own transaction (``store.complete_with``); call :meth:`recorded` once
         it committed."""
+        self._ready()
         return self._insert_only, self._insert_values(delivery)
+
+    def processed_statement(
+        self,
+        record_id: str,
+        micros: int,
+        organization_id: str,
+        event_name: str,
+        version: int | None,
+        key: str,
+        body: bytes,
+        content_type: str | None,
+        user_agent: str | None,
+        handler_time: float,
+    ) -> tuple[str, list[Any]]:
+        """The ``INSERT`` of a ``processed`` (200) delivery's record, for a store to run
+        with its completion: what :meth:`record_statement` gives for that record,
+        without building the record first (its fields as
+        :class:`~service_webhooks.inbox.ReceivedDelivery` names them; ``micros``: the
+        received time in microseconds since the Unix epoch). Call :meth:`recorded`
+        once it committed."""
+        self._ready()
+        return self._insert_processed, [
+            record_id,
+            self._time_param(micros),
+            organization_id,
+            event_name,
+            version,
+            key,
+            body,
+            content_type,
+            user_agent,
+            handler_time,
+            len(body),
+            key,
+        ]
 
     def recorded(self) -> None:
         """A record was written through :meth:`record_statement`: prune when due."""

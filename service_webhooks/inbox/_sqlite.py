@@ -31,7 +31,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ..stores._sqlite import SQLiteStore, connect
-from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, check_bounds
+from ._base import DEFAULT_INBOX_RETENTION, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
 
 __all__ = ["DEFAULT_INBOX_TABLE", "SQLiteInbox"]
@@ -124,9 +124,8 @@ class SQLiteInbox(SQLInbox):
         """Whether ``store`` is a :class:`~service_webhooks.stores.SQLiteStore` on this file."""
         return isinstance(store, SQLiteStore) and _same_file(store.path, self.path)
 
-    def record_statement(self, delivery: ReceivedDelivery) -> tuple[str, list[Any]]:
+    def _ready(self) -> None:
         self._connection()  # the table exists before another connection inserts into it
-        return super().record_statement(delivery)
 
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._statement() as connection:

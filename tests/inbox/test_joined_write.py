@@ -327,3 +327,78 @@ def test_postgres_complete_with_creates_a_missing_store_table(
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
             connection.execute(f"DROP TABLE IF EXISTS {marks}")
+
+
+# -- the joined record holds what a separately written one holds ------------------------
+
+
+def _fields(record: Any) -> tuple[Any, ...]:
+    return (
+        record.organization_id,
+        record.event_name,
+        record.version,
+        record.idempotency_key,
+        record.body,
+        record.content_type,
+        record.user_agent,
+        record.status,
+        record.reason,
+        record.detail,
+        record.seen,
+        record.error_type,
+        record.error_message,
+        record.traceback,
+        record.replays,
+        record.received_at.tzinfo is not None,
+        record.handler_time is not None and record.handler_time >= 0,
+    )
+
+
+async def _processed_twice(receiver: WebhookReceiver, inbox: Any, run_async: bool) -> Any:
+    """A body delivered and processed, then its key done again (duplicate): the records of
+    both, oldest first."""
+    body = _body("n-fields")
+    signature = sign(body, SECRET, ORG)
+    for _ in range(2):
+        if run_async:
+            await receiver.aprocess(
+                body, signature, content_type="application/json", user_agent="UA/1"
+            )
+        else:
+            receiver.process(body, signature, content_type="application/json", user_agent="UA/1")
+    return list(reversed(inbox.search().items))
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_joined_records_hold_every_field_a_separate_record_holds(
+    sqlite_pair: tuple[SQLiteStore, SQLiteInbox, Path],
+    postgres_pair: tuple[Any, Any, str],
+    run_async: bool,
+) -> None:
+    reference_inbox = MemoryInbox()
+    reference = await _processed_twice(
+        _receiver(MemoryStore(), reference_inbox, []), reference_inbox, run_async
+    )
+    assert [r.reason for r in reference] == ["processed", "duplicate"]
+    sqlite_store, sqlite_inbox, path = sqlite_pair
+    pg_store, pg_inbox, suffix = postgres_pair
+    try:
+        for store, inbox in ((sqlite_store, sqlite_inbox), (pg_store, pg_inbox)):
+            assert _receiver(store, inbox, [])._recorder.joined  # type: ignore[union-attr]
+            records = await _processed_twice(_receiver(store, inbox, []), inbox, run_async)
+            assert [_fields(r) for r in records] == [_fields(r) for r in reference], inbox
+            first = records[0]
+            assert abs((first.received_at - reference[0].received_at).total_seconds()) < 60
+            assert first.id[12] == "7"  # a UUIDv7
+    finally:
+        await pg_store.aclose()
+        await pg_inbox.aclose()
+    # the size each backend counts against max_bytes: the body (no traceback)
+    with sqlite3.connect(path) as connection:
+        sizes = connection.execute("SELECT size FROM service_webhooks_inbox").fetchall()
+    assert sizes == [(len(reference[0].body),)] * 2
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL) as connection:
+        sizes = connection.execute(f"SELECT size FROM sw_joined_inbox_{suffix}").fetchall()
+    assert sizes == [(len(reference[0].body),)] * 2
