@@ -319,8 +319,9 @@ class PostgresStore:
     ) -> bool:
         """:meth:`complete`, and one more statement on this database, as one statement.
 
-        ``WITH completed AS (<the completion>), also AS (<statement>) SELECT …``: one
-        round trip, and atomic (both rows are written or neither is). The receiver
+        ``WITH also AS (<statement>) <the completion>``: one round trip, and atomic
+        (both rows are written or neither is); the completion's row count answers, as
+        for :meth:`complete`, with no result rows to fetch. The receiver
         writes a processed delivery's inbox record this way when the inbox is on this
         store's database.
 
@@ -339,8 +340,7 @@ class PostgresStore:
             psycopg.Error, TimeoutError: As for :meth:`complete`; nothing was written.
         """
         query, values = self._with(key, token, retention, statement, params)
-        row = self._execute(query, values)[1]
-        return row is not None and row[0] == 1
+        return self._execute(query, values)[0] == 1
 
     def _with(
         self, key: str, token: str, retention: float, statement: str, params: Sequence[Any]
@@ -349,15 +349,14 @@ class PostgresStore:
         if query is None:
             query = b"".join(
                 [
-                    b"WITH completed AS (",
-                    self._complete_positional,
-                    b" RETURNING 1), also AS (",
+                    b"WITH also AS (",
                     statement.encode(),  # the inbox's own SQL
-                    b") SELECT count(*) FROM completed",
+                    b")",
+                    self._complete_positional,
                 ]
             )
             self._joined[statement] = query
-        return query, [key, token, retention, *params]
+        return query, [*params, key, token, retention]
 
     def release(self, key: str, token: str) -> bool:
         return self._execute(self._release_sql, {"key": key, "token": token})[0] == 1
@@ -472,8 +471,7 @@ class PostgresStore:
                 self.complete_with, key, token, retention, statement, params
             )
         query, values = self._with(key, token, retention, statement, params)
-        row = (await self._aexecute(pool, query, values))[1]
-        return row is not None and row[0] == 1
+        return (await self._aexecute(pool, query, values))[0] == 1
 
     async def arelease(self, key: str, token: str) -> bool:
         pool = await self._async_pool()

@@ -304,3 +304,32 @@ async def test_a_failed_checkout_gives_its_place_in_the_queue_back(
         assert await store.aclaim("k", "t", 60) is ClaimState.NEW  # with max_size=1: no leak
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_complete_with_answers_like_complete_and_runs_the_statement_in_it(
+    admin: Admin, schema: str, run_async: bool
+) -> None:
+    store = PostgresStore(URL, table=f"{schema}.keys", max_size=2)
+    store.create_schema()
+    admin.execute(f"CREATE TABLE {schema}.side (n integer)")
+    insert = f"INSERT INTO {schema}.side (n) VALUES (%s)"
+
+    async def complete_with(key: str, token: str, n: int) -> bool:
+        if run_async:
+            return await store.acomplete_with(key, token, 3600, insert, [n])
+        return store.complete_with(key, token, 3600, insert, [n])
+
+    try:
+        assert store.claim("mine", "t-1", 60) is ClaimState.NEW
+        assert store.claim("theirs", "t-2", 60) is ClaimState.NEW
+        assert await complete_with("mine", "t-1", 1) is True
+        assert await complete_with("theirs", "not-the-owner", 2) is False
+    finally:
+        await store.aclose()
+        store.close()
+    states = admin.execute(f"SELECT key, state FROM {schema}.keys ORDER BY key").fetchall()  # noqa: S608
+    assert states == [("mine", "done"), ("theirs", "in_flight")]
+    # one statement: the side row is written with the completion (and, as with the
+    # completion's own WHERE, whatever the owner; the receiver calls it as the owner)
+    assert admin.execute(f"SELECT n FROM {schema}.side ORDER BY n").fetchall() == [(1,), (2,)]  # noqa: S608
