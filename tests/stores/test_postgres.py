@@ -313,7 +313,7 @@ async def test_complete_with_answers_like_complete_and_runs_the_statement_in_it(
     store = PostgresStore(URL, table=f"{schema}.keys", max_size=2)
     store.create_schema()
     admin.execute(f"CREATE TABLE {schema}.side (n integer)")
-    insert = f"INSERT INTO {schema}.side (n) VALUES (%s)"
+    insert = f"INSERT INTO {schema}.side (n) VALUES (%s)"  # noqa: S608
 
     async def complete_with(key: str, token: str, n: int) -> bool:
         if run_async:
