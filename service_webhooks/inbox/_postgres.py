@@ -198,21 +198,11 @@ class PostgresInbox(SQLInbox):
             " timeout); the record was not written"
         )
 
-    # -- the delivery path: bounded by the timeout -------------------------------------
+    def _delivery_query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._run(statement, params, bounded=True)[1]
 
-    def record(self, delivery: ReceivedDelivery) -> int:
-        rows = self._run(self._insert, self._insert_values(delivery), bounded=True)[1]
-        if self._prune_due():
-            self.prune()
-        return int(rows[0][0]) if rows else 1
-
-    def get(self, delivery_id: str) -> ReceivedDelivery | None:
-        rows = self._run(self._get, [delivery_id], bounded=True)[1]
-        return self._row(rows[0]) if rows else None
-
-    def add_replay(self, delivery_id: str, replay: Replay) -> bool:
-        params = [encode_replay(replay), delivery_id]
-        return self._run(self._append_replay_sql(), params, bounded=True)[0] == 1
+    def _delivery_execute(self, statement: str, params: Sequence[Any]) -> int:
+        return self._run(statement, params, bounded=True)[0]
 
     def ping(self) -> None:
         """Connect once, outside the pool, and close: fails fast with libpq's reason.

@@ -53,20 +53,14 @@ COLUMNS = (
 )
 _SELECT = ", ".join(COLUMNS)
 _INSERTED = [c for c in COLUMNS if c not in ("seen", "replays")]
-_PROCESSED = (
-    "id",
-    "received_at",
-    "organization_id",
-    "event_name",
-    "version",
-    "idempotency_key",
-    "body",
-    "content_type",
-    "user_agent",
-    "handler_time",
-)
-"""The columns a processed delivery's record sets by parameter; ``detail`` and the
-error columns keep their defaults (``''``, ``NULL``)."""
+_PROCESSED = [
+    c
+    for c in _INSERTED
+    if c not in ("status", "reason", "detail", "error_type", "error_message", "traceback")
+]
+"""The columns a processed delivery's record sets by parameter: the answer's status and
+reason are written into its SQL, ``detail`` and the error columns keep their defaults
+(``''``, ``NULL``)."""
 
 _replays_decoder = msgspec.json.Decoder(tuple[Replay, ...])
 _encoder = msgspec.json.Encoder()
@@ -112,20 +106,16 @@ class SQLInbox(SyncInbox):
         self._records_since_prune = 0
         self._count_lock = threading.Lock()
         table = self._table_sql()
-        self._insert_only = self._sql(
-            f"INSERT INTO {table} ({', '.join(_INSERTED)}, size, seen, replays) VALUES ("
-            + ", ".join("?" for _ in _INSERTED)
-            + f", ?, (SELECT count(*) FROM {table} WHERE idempotency_key = ?) + 1, '[]')"
-        )
+        self._insert_only = self._sql(_insert_sql(table, _INSERTED))
         """The record's ``INSERT`` as a store runs it in its own transaction: no
         ``RETURNING`` (nobody reads the row back there, and SQLite's costs 10-15 µs)."""
         self._insert = self._insert_only + " RETURNING seen"
         self._insert_processed = self._sql(
-            f"INSERT INTO {table} ({', '.join(_PROCESSED)}, size, status, reason, seen,"
-            " replays) VALUES ("
-            + ", ".join("?" for _ in _PROCESSED)
-            + f", ?, {PROCESSED.status}, '{PROCESSED.reason}', (SELECT count(*) FROM {table}"
-            " WHERE idempotency_key = ?) + 1, '[]')"
+            _insert_sql(
+                table,
+                _PROCESSED,
+                {"status": str(PROCESSED.status), "reason": f"'{PROCESSED.reason}'"},
+            )
         )
         """A processed delivery's record as a store runs it with its completion: the
         answer's constant columns written into the SQL, only the rest as parameters
@@ -158,6 +148,16 @@ class SQLInbox(SyncInbox):
     def _execute(self, statement: str, params: Sequence[Any]) -> int:
         """Run one statement; its row count."""
         raise NotImplementedError
+
+    def _delivery_query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """:meth:`_query` on the delivery path (recording a delivery, reading one
+        record): a backend may bound it by its timeout."""
+        return self._query(statement, params)
+
+    def _delivery_execute(self, statement: str, params: Sequence[Any]) -> int:
+        """:meth:`_execute` on the delivery path (appending a replay); see
+        :meth:`_delivery_query`."""
+        return self._execute(statement, params)
 
     def _now(self) -> float:
         return time.time()
@@ -285,7 +285,7 @@ class SQLInbox(SyncInbox):
             return True
 
     def record(self, delivery: ReceivedDelivery) -> int:
-        rows = self._query(self._insert, self._insert_values(delivery))
+        rows = self._delivery_query(self._insert, self._insert_values(delivery))
         if self._prune_due():
             self.prune()
         return int(rows[0][0]) if rows else 1
@@ -351,10 +351,10 @@ class SQLInbox(SyncInbox):
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
         params = [encode_replay(replay), delivery_id]
-        return self._execute(self._append_replay_sql(), params) == 1
+        return self._delivery_execute(self._append_replay_sql(), params) == 1
 
     def get(self, delivery_id: str) -> ReceivedDelivery | None:
-        rows = self._query(self._get, [delivery_id])
+        rows = self._delivery_query(self._get, [delivery_id])
         return self._row(rows[0]) if rows else None
 
     def search(
@@ -484,6 +484,17 @@ class SQLInbox(SyncInbox):
         return self._execute(
             self._sql(f"DELETE FROM {self._table_sql()}{self._and(clauses)}"), params
         )
+
+
+def _insert_sql(table: str, parameters: list[str], constants: dict[str, str] | None = None) -> str:
+    """A record's ``INSERT``: ``parameters`` and its ``size`` as ``?`` placeholders, the
+    ``constants`` as written, ``seen`` counted from the key's records so far (its last
+    placeholder: the key again), no replays."""
+    fixed = constants or {}
+    columns = [*parameters, "size", *fixed, "seen", "replays"]
+    values = ["?" for _ in parameters] + ["?", *fixed.values()]
+    values += [f"(SELECT count(*) FROM {table} WHERE idempotency_key = ?) + 1", "'[]'"]
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(values)})"
 
 
 def encode_replay(replay: Replay) -> str:

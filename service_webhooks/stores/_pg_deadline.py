@@ -55,8 +55,8 @@ def connection_kwargs(
     given = conninfo_to_dict(conninfo) if conninfo else {}
     if statement_timeout is not None:
         options = str(given.get("options") or "")
-        kwargs["options"] = f"{options} -c statement_timeout={round(statement_timeout * 1000)}"
-        kwargs["options"] = kwargs["options"].strip()
+        limit = f"-c statement_timeout={round(statement_timeout * 1000)}"
+        kwargs["options"] = f"{options} {limit}".strip()
     if "tcp_user_timeout" not in given:
         kwargs["tcp_user_timeout"] = max(1, round(timeout * 1000))
     return kwargs
