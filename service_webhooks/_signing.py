@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import hmac
 import math
 import re
 import time
@@ -38,11 +37,6 @@ from hmac import compare_digest
 from typing import Any
 
 import msgspec
-
-try:  # CPython's OpenSSL HMAC: what hmac.new itself ends up calling
-    from _hashlib import hmac_new as _hmac_new
-except ImportError:  # pragma: no cover - an interpreter built without OpenSSL
-    _hmac_new = None  # type: ignore[assignment]
 
 from ._credentials import Secret, SecretLike, SecretResolver
 from ._exceptions import (
@@ -176,33 +170,46 @@ def compute_signature(body: bytes, secret: Secret | SecretLike, suffix: bytes) -
 
 
 def _digest(body: bytes, key: bytes, suffix: bytes) -> bytes:
-    # Streamed: the body is never copied to append the suffix. The MAC starts from a
-    # copy of one already keyed with ``key`` (kept per key): copying skips hashing the
-    # key's two pads, about a fifth of the whole cost at 200 B. Not the one-shot
-    # hmac.digest: under OpenSSL 3 it looks the MAC and the digest up by name on every
-    # call (EVP_Q_mac), which inside a real server's request measured ~37 µs against
-    # ~24 µs for a streamed MAC.
-    keyed = _KEYED.get(key)
-    if keyed is None:
-        keyed = _keyed(key)
-    mac = keyed.copy()
-    mac.update(body)
-    mac.update(suffix)
-    digest: bytes = mac.digest()
+    # HMAC-SHA256 as RFC 2104 defines it, over hashlib's SHA-256:
+    # SHA256((K ^ opad) + SHA256((K ^ ipad) + body + suffix)). The two keyed states are
+    # hashed once per secret and copied per message, and the body is streamed, never
+    # copied to append the suffix. Not hmac.new/copy: under OpenSSL 3 an HMAC goes
+    # through the EVP_MAC layer, whose context copy and finish cost about as much as
+    # hashing 200 B twice (1.28 against 0.71 µs per 200 B message, measured in one
+    # process); not the one-shot hmac.digest either (1.54 µs: it looks the MAC and the
+    # digest up by name on every call). Tested equal to hmac.new for every key length.
+    pads = _KEYED.get(key)
+    if pads is None:
+        pads = _keyed(key)
+    inner = pads[0].copy()
+    inner.update(body)
+    inner.update(suffix)
+    outer = pads[1].copy()
+    outer.update(inner.digest())
+    digest: bytes = outer.digest()
     return digest
 
 
-_KEYED: dict[bytes, Any] = {}  # secret -> an HMAC-SHA256 keyed with it, never updated
+_BLOCK_SIZE = hashlib.sha256().block_size  # RFC 2104's B: 64 bytes
+_INNER_PAD = bytes(byte ^ 0x36 for byte in range(256))  # RFC 2104's ipad, as a translation
+_OUTER_PAD = bytes(byte ^ 0x5C for byte in range(256))  # and opad
+_KEYED: dict[bytes, tuple[Any, Any]] = {}  # secret -> SHA-256 fed K ^ ipad, fed K ^ opad
 _MAX_KEYED = 256  # secrets kept keyed; a resolver serving more starts over when full
 
 
-def _keyed(key: bytes) -> Any:
-    """An HMAC-SHA256 keyed with ``key`` and fed nothing, to be copied per message."""
-    keyed = _hmac_new(key, b"", "sha256") if _hmac_new is not None else hmac.new(key, b"", "sha256")
+def _keyed(key: bytes) -> tuple[Any, Any]:
+    """SHA-256 states fed ``K ^ ipad`` and ``K ^ opad`` (RFC 2104 §2), to be copied per
+    message; ``K`` is the key zero-padded to 64 bytes, or its SHA-256 when longer."""
+    shortened = hashlib.sha256(key).digest() if len(key) > _BLOCK_SIZE else key
+    block = shortened.ljust(_BLOCK_SIZE, b"\0")
+    pads = (
+        hashlib.sha256(block.translate(_INNER_PAD)),
+        hashlib.sha256(block.translate(_OUTER_PAD)),
+    )
     if len(_KEYED) >= _MAX_KEYED:
         _KEYED.clear()
-    _KEYED[key] = keyed
-    return keyed
+    _KEYED[key] = pads
+    return pads
 
 
 def sign(
@@ -296,15 +303,19 @@ def verify(
         TimestampError: ``t`` is more than ``tolerance`` whole seconds from
             ``floor(now)``.
     """
-    parsed = header if isinstance(header, SignatureHeader) else parse_signature_header(header)
+    if isinstance(header, str):  # the usual case, and the cheapest test: an exact type
+        parsed = parse_signature_header(header)
+    else:
+        parsed = header if isinstance(header, SignatureHeader) else parse_signature_header(header)
     if now is None:
         now = time.time()
-    if isinstance(secrets, (list, tuple)) or (
-        not callable(secrets) and isinstance(secrets, Sequence)
-    ):
-        candidates: Sequence[Secret] | None = secrets
-    else:
+    candidates: Sequence[Secret] | None
+    if callable(secrets) and not isinstance(secrets, (list, tuple)):
         candidates = secrets(parsed.organization_id)
+    elif isinstance(secrets, Sequence):
+        candidates = secrets
+    else:
+        candidates = secrets(parsed.organization_id)  # not a resolver at all: TypeError
     if candidates is None:
         raise UnknownOrganizationError("no secret is configured for this organization")
     check(body, parsed, candidates, tolerance, now)
