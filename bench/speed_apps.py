@@ -12,9 +12,20 @@ Kinds:
 * ``asgi-sync``: the same with plain ``def`` handlers and default settings (they run in
   a worker thread).
 * ``asgi-sqlite``: ``asgi-async`` with the default store (SQLite file in the cwd).
+* ``asgi-middleware`` / ``asgi-middleware-sync``: ``asgi-async`` / ``asgi-sync`` mounted
+  the other documented way, ``WebhookMiddleware`` in front of the Starlette app (which
+  then never sees a delivery).
 * ``starlette-inline``: a Starlette endpoint verifying and decoding by hand.
+* ``starlette-inline-json``, ``flask-inline-json``, ``django-inline-json``: the inline
+  endpoints answering a small JSON body as the adapters do (``{"status":200,...}``), as
+  a hand-written endpoint often does (``jsonify(success=True)``); beside the empty
+  answers, this shows what the body itself costs on each server.
 * ``starlette-bare``: a Starlette endpoint answering 200 without reading the body: the
-  ceiling no ASGI receiver can pass on this server.
+  ceiling no receiver behind a Starlette route can pass on this server.
+* ``asgi-floor``: a raw ASGI app (no Starlette) doing only what every verifying receiver
+  must: read the body, HMAC and ``compare_digest``, an untyped ``msgspec`` decode, an
+  empty 200. No claim, no handler, no timestamp check: the ceiling for any ASGI
+  receiver on this server, the middleware mount included.
 * ``flask-adapter`` / ``flask-inline``: ``webhook_blueprint`` / a hand-written view.
 * ``django-adapter`` / ``django-inline``: ``webhook_view`` / a hand-written view.
 
@@ -33,10 +44,33 @@ from typing import Any
 
 SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
 PATH = "/webhooks"
-ASGI_KINDS = ("asgi-async", "asgi-sync", "asgi-sqlite", "starlette-inline", "starlette-bare")
-WSGI_KINDS = ("flask-adapter", "flask-inline", "django-adapter", "django-inline")
+ASGI_KINDS = (
+    "asgi-async",
+    "asgi-sync",
+    "asgi-middleware",
+    "asgi-middleware-sync",
+    "asgi-sqlite",
+    "starlette-inline",
+    "starlette-inline-json",
+    "starlette-bare",
+    "asgi-floor",
+)
+WSGI_KINDS = (
+    "flask-adapter",
+    "flask-inline",
+    "flask-inline-json",
+    "django-adapter",
+    "django-inline",
+    "django-inline-json",
+)
 
 _KEY = SECRET.encode()
+_JSON = "application/json"
+
+
+def inline_answer(status: int) -> bytes:
+    """The JSON body of the ``-json`` inline kinds: the same bytes the adapters send."""
+    return b'{"status":%d,"reason":"%s"}' % (status, b"processed" if status == 200 else b"refused")
 
 
 def inline_check(body: bytes, header: str | None) -> int:
@@ -87,17 +121,43 @@ def _receiver(store: Any, asynchronous: bool) -> Any:
     return receiver
 
 
+async def asgi_floor(scope: Any, receive: Any, send: Any) -> None:
+    """The least an ASGI receiver does per delivery (see ``asgi-floor`` above)."""
+    import msgspec
+
+    chunks = []
+    more = True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    header = next(v for k, v in scope["headers"] if k == b"service-signature").decode()
+    o, t, v = (pair[2:] for pair in header.split(","))
+    mac = hmac.new(_KEY, body, hashlib.sha256)
+    mac.update(f":{o}:{t}".encode())
+    ok = hmac.compare_digest(mac.digest(), base64.b64decode(v))
+    status = 200 if ok and msgspec.json.decode(body)["data"]["id"] else 401
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
 def asgi_app(kind: str) -> Any:
+    if kind == "asgi-floor":
+        return asgi_floor
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
-    if kind == "starlette-inline":
+    if kind.startswith("starlette-inline"):
+        answers_json = kind.endswith("-json")
 
         async def inline(request: Request) -> Response:
             body = await request.body()
             status = inline_check(body, request.headers.get("service-signature"))
+            if answers_json:
+                return Response(inline_answer(status), status, media_type=_JSON)
             return Response(status_code=status)
 
         return Starlette(routes=[Route(PATH, inline, methods=["POST"])])
@@ -110,8 +170,16 @@ def asgi_app(kind: str) -> Any:
         return Starlette(routes=[Route(PATH, bare, methods=["POST"])])
 
     from service_webhooks import MemoryStore
-    from service_webhooks.adapters.asgi import WebhookApp
+    from service_webhooks.adapters.asgi import WebhookApp, WebhookMiddleware
 
+    if kind.startswith("asgi-middleware"):
+
+        async def other(request: Request) -> Response:
+            return Response(status_code=200)
+
+        receiver = _receiver(MemoryStore(), asynchronous=not kind.endswith("-sync"))
+        application = Starlette(routes=[Route("/other", other)])  # the rest of a user's app
+        return WebhookMiddleware(application, receiver=receiver, path=PATH)
     if kind == "asgi-async":
         receiver = _receiver(MemoryStore(), asynchronous=True)
     elif kind == "asgi-sync":
@@ -134,11 +202,14 @@ def wsgi_app(kind: str) -> Any:
 
             app.register_blueprint(webhook_blueprint(_receiver(MemoryStore(), False)))
         else:
+            answers_json = kind.endswith("-json")
 
             @app.post(PATH)
             def inline() -> Any:
                 body = request.get_data()
                 status = inline_check(body, request.headers.get("Service-Signature"))
+                if answers_json:
+                    return app.response_class(inline_answer(status), status, content_type=_JSON)
                 return app.response_class(b"", status=status)
 
         return app
@@ -170,13 +241,16 @@ def wsgi_app(kind: str) -> Any:
         from service_webhooks.adapters.django.views import webhook_view
 
         view: Any = webhook_view(_receiver(MemoryStore(), False), asynchronous=False)
-    elif kind == "django-inline":
+    elif kind.startswith("django-inline"):
+        answers_json = kind.endswith("-json")
 
         @csrf_exempt
         def view(request: HttpRequest) -> HttpResponse:
             if request.method != "POST":
                 return HttpResponse(status=405)
             status = inline_check(request.body, request.headers.get("Service-Signature"))
+            if answers_json:
+                return HttpResponse(inline_answer(status), status=status, content_type=_JSON)
             return HttpResponse(status=status)
 
     else:

@@ -51,15 +51,30 @@ ORG = "org-bench-1"
 BODY_SIZE = 200
 KINDS = ("order.created", "note.created")
 SERVERS = ASGI_KINDS + WSGI_KINDS
-ADAPTERS = ("asgi-async", "asgi-sync", "asgi-sqlite", "flask-adapter", "django-adapter")
+ADAPTERS = (
+    "asgi-async",
+    "asgi-sync",
+    "asgi-middleware",
+    "asgi-middleware-sync",
+    "asgi-sqlite",
+    "flask-adapter",
+    "django-adapter",
+)
 # (row label, contender, baseline)
 PAIRS = (
     ("ASGI async handler / inline Starlette", "asgi-async", "starlette-inline"),
     ("ASGI sync handler / inline Starlette", "asgi-sync", "starlette-inline"),
+    ("ASGI middleware, async / inline Starlette", "asgi-middleware", "starlette-inline"),
+    ("ASGI middleware, sync / inline Starlette", "asgi-middleware-sync", "starlette-inline"),
     ("Flask blueprint / inline Flask", "flask-adapter", "flask-inline"),
     ("Django view / inline Django", "django-adapter", "django-inline"),
+    ("ASGI async / inline Starlette, JSON answer", "asgi-async", "starlette-inline-json"),
+    ("ASGI sync / inline Starlette, JSON answer", "asgi-sync", "starlette-inline-json"),
+    ("Flask blueprint / inline Flask, JSON answer", "flask-adapter", "flask-inline-json"),
+    ("Django view / inline Django, JSON answer", "django-adapter", "django-inline-json"),
     ("SQLite store / MemoryStore (ASGI)", "asgi-sqlite", "asgi-async"),
     ("ceiling: bare Starlette / inline Starlette", "starlette-bare", "starlette-inline"),
+    ("ceiling: raw ASGI floor / inline Starlette", "asgi-floor", "starlette-inline"),
 )
 WARMUP = 200
 RESIGN_AFTER = 120.0  # seconds: every server checks the timestamp against its real clock
@@ -125,6 +140,7 @@ class Settings:
     asgi_connections: int = 32
     wsgi_connections: int = 8
     gunicorn_workers: int = 2
+    servers: tuple[str, ...] = SERVERS
 
 
 def free_port() -> int:
@@ -286,7 +302,7 @@ def measure(settings: Settings, log: Callable[[str], None]) -> HttpResult:
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install -y wrk)")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {
-        (server, kind): [] for server in SERVERS for kind in KINDS
+        (server, kind): [] for server in settings.servers for kind in KINDS
     }
     with tempfile.TemporaryDirectory(prefix="speed_http_") as temporary:
         directory = Path(temporary)
@@ -296,8 +312,9 @@ def measure(settings: Settings, log: Callable[[str], None]) -> HttpResult:
         signed_at = -1e9
         tag = 0
         for round_index in range(settings.rounds):
-            shift = round_index % len(SERVERS)
-            order = SERVERS[shift:] + SERVERS[:shift]
+            servers = settings.servers
+            shift = round_index % len(servers)
+            order = servers[shift:] + servers[:shift]
             for kind in KINDS:
                 for server in order:
                     if time.monotonic() - signed_at > RESIGN_AFTER:
@@ -342,7 +359,7 @@ def report(result: HttpResult) -> str:
         f"{'CPU µs/req':>10}"
     )
     lines += [head, "-" * len(head)]
-    for server in SERVERS:
+    for server in s.servers:
         for kind in KINDS:
             lines.append(
                 f"{server:<16} {kind:<14}| {result.median(server, kind, 'rps'):7.0f} "
@@ -352,11 +369,13 @@ def report(result: HttpResult) -> str:
             )
     lines += ["", "paired ratios (median over rounds, min..max): req/s; CPU/request"]
     for label, server, base in PAIRS:
+        if server not in s.servers or base not in s.servers:
+            continue
         for kind in KINDS:
             rps = result.ratios(kind, server, base)
             cpu = result.ratio(kind, server, base, "cpu_us")
             lines.append(
-                f"  {label:<38} {kind:<14} {statistics.median(rps):5.2f} "
+                f"  {label:<44} {kind:<14} {statistics.median(rps):5.2f} "
                 f"({min(rps):.2f}..{max(rps):.2f}); CPU {cpu:.2f}"
             )
     lines.append(f"non-200 answers or socket errors, all runs: {result.problems()}")
@@ -366,15 +385,24 @@ def report(result: HttpResult) -> str:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    servers = SERVERS
+    if args.servers:
+        servers = tuple(args.servers.split(","))
+        unknown = set(servers) - set(SERVERS)
+        if unknown:
+            raise SystemExit(f"unknown servers: {', '.join(sorted(unknown))}")
     if args.quick:
-        return Settings(rounds=args.rounds or 1, duration=args.duration or 2, bodies=20_000)
-    return Settings(rounds=args.rounds or 3, duration=args.duration or 6, bodies=args.bodies)
+        return Settings(args.rounds or 1, args.duration or 2, 20_000, servers=servers)
+    return Settings(args.rounds or 3, args.duration or 6, args.bodies, servers=servers)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=None, help="HTTP rounds (3; quick: 1)")
     parser.add_argument("--duration", type=int, default=None, help="s per wrk run (6; quick: 2)")
     parser.add_argument("--bodies", type=int, default=60_000, help="distinct bodies (60000)")
+    parser.add_argument(
+        "--servers", default="", help="comma-separated servers to run (default: all)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
