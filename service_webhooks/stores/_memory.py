@@ -22,9 +22,12 @@ __all__ = ["MemoryStore"]
 _IN_FLIGHT = ClaimState.IN_FLIGHT
 _DONE = ClaimState.DONE
 
-# A record is a plain tuple ``(state, token, expires_at)``: the hot path builds two per
+# A record is a plain tuple ``(done, token, expires_at)``: the hot path builds two per
 # delivery, and a tuple display costs a fraction of a NamedTuple's Python ``__new__``.
-_Record = tuple[ClaimState, str, float]  # (state, token, expires_at)
+# Only atomic values (a bool, not a ClaimState member): the cyclic garbage collector
+# then stops tracking each record at its first pass, instead of walking every record
+# kept (48 h of deliveries) on each of its older-generation passes.
+_Record = tuple[bool, str, float]  # (done, token, expires_at)
 
 
 class MemoryStore:
@@ -55,20 +58,22 @@ class MemoryStore:
         record = self._records.get(key)
         if record is None:
             return None
-        state, _, expires_at = record
-        return None if expires_at <= self._now() else state
+        done, _, expires_at = record
+        if expires_at <= self._now():
+            return None
+        return _DONE if done else _IN_FLIGHT
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         now = self._now()
         with self._lock:
             record = self._records.get(key)
             if record is not None:
-                state, owner, expires_at = record
-                if expires_at > now and not (state is _IN_FLIGHT and owner == token):  # renewal
-                    return state
+                done, owner, expires_at = record
+                if expires_at > now and (done or owner != token):  # not a renewal
+                    return _DONE if done else _IN_FLIGHT
             if now >= self._next_prune:
                 self._prune(now)
-            self._put(key, _IN_FLIGHT, token, now + lease, lease)
+            self._put(key, False, token, now + lease, lease)
             return ClaimState.NEW
 
     def complete(self, key: str, token: str, retention: float) -> bool:
@@ -77,22 +82,20 @@ class MemoryStore:
             record = self._records.get(key)
             if record is not None and record[1] != token and record[2] > now:  # another's
                 return False
-            self._put(key, _DONE, token, now + retention, retention)
+            self._put(key, True, token, now + retention, retention)
             return True
 
     def release(self, key: str, token: str) -> bool:
         with self._lock:
             record = self._records.get(key)
-            if record is None or record[1] != token or record[0] is _DONE:
+            if record is None or record[1] != token or record[0]:  # absent, another's, done
                 return False
             del self._records[key]
             return True
 
-    def _put(
-        self, key: str, state: ClaimState, token: str, expires_at: float, duration: float
-    ) -> None:
+    def _put(self, key: str, done: bool, token: str, expires_at: float, duration: float) -> None:
         """Store one record and queue its expiry (with the records kept ``duration``)."""
-        self._records[key] = (state, token, expires_at)
+        self._records[key] = (done, token, expires_at)
         self._expiries[duration].append((expires_at, key))
         if expires_at < self._next_prune:
             self._next_prune = expires_at
