@@ -4,8 +4,8 @@ ratios against their targets ("met" / "not met") with the measured floor of each
 Run from the repository root (``pip install -e '.[bench]'``; the HTTP part needs
 ``wrk``: ``apt-get install -y wrk``)::
 
-    .venv/bin/python bench/run.py             # full: ~10 min on 2 cores
-    .venv/bin/python bench/run.py --quick     # smoke: under 2 min
+    .venv/bin/python bench/run.py             # full: ~14 min on 2 cores
+    .venv/bin/python bench/run.py --quick     # smoke: about 2 min
     .venv/bin/python bench/run.py --skip-http # micro only
 
 See ``bench/speed_micro.py`` and ``bench/speed_http.py`` for what each row measures.
@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print(
         "floor: the same ratio for the least work any receiver must do (micro rows), or the "
-        "ceiling a bare endpoint reaches on the same server (ASGI rows); a target beyond it "
-        "cannot be met on this machine."
+        "ceiling a raw ASGI app doing only that work reaches on the same server (ASGI rows); "
+        "a target beyond it cannot be met on this machine."
     )
     print(f"elapsed: {time.monotonic() - started:.0f} s")
     return 0

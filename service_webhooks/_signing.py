@@ -309,13 +309,12 @@ def verify(
         parsed = header if isinstance(header, SignatureHeader) else parse_signature_header(header)
     if now is None:
         now = time.time()
-    candidates: Sequence[Secret] | None
-    if callable(secrets) and not isinstance(secrets, (list, tuple)):
-        candidates = secrets(parsed.organization_id)
-    elif isinstance(secrets, Sequence):
-        candidates = secrets
+    if isinstance(secrets, (list, tuple)) or (
+        not callable(secrets) and isinstance(secrets, Sequence)
+    ):
+        candidates: Sequence[Secret] | None = secrets
     else:
-        candidates = secrets(parsed.organization_id)  # not a resolver at all: TypeError
+        candidates = secrets(parsed.organization_id)
     if candidates is None:
         raise UnknownOrganizationError("no secret is configured for this organization")
     check(body, parsed, candidates, tolerance, now)
