@@ -24,6 +24,8 @@ a handler raised :class:`Unprocessable`               422*    ``unprocessable``
 ====================================================  ======  ===========================
 
 (*) or the 4xx the handler chose. Never 3xx: a redirect is always a bug here.
+Every answer carries ``{"status": …, "reason": …}`` as a JSON body, except the 200s of a
+receiver built with ``success_body=False``, which carry none.
 Adapters write an :class:`Outcome` as it is; they never branch on its status.
 
 Every answer is also described by a :class:`DeliveryRecord` (outcome, event, timings)
@@ -55,6 +57,8 @@ class Outcome(msgspec.Struct, frozen=True):
         event_name: ``eventName`` when the envelope was decoded (on a 400 too, when
             only ``data`` did not fit the event's model), else ``None``.
         organization_id: ``o`` when the signature was verified, else ``None``.
+        empty_body: Answer with no body (``Content-Length: 0``): a success of a
+            receiver built with ``success_body=False``. Never set on a refusal.
     """
 
     status: int
@@ -62,6 +66,7 @@ class Outcome(msgspec.Struct, frozen=True):
     headers: tuple[tuple[str, str], ...] = ()
     event_name: str | None = None
     organization_id: str | None = None
+    empty_body: bool = False
 
     @property
     def ok(self) -> bool:
@@ -70,7 +75,10 @@ class Outcome(msgspec.Struct, frozen=True):
 
     @property
     def body(self) -> bytes:
-        """A small JSON body for humans; the service ignores it (spec §6.1)."""
+        """A small JSON body for humans, ``b""`` when :attr:`empty_body`; the service
+        ignores it (spec §6.1) and shows it in its audit log (spec §6.3)."""
+        if self.empty_body:
+            return b""
         key = (self.status, self.reason)
         body = _BODIES.get(key)
         if body is None:

@@ -152,6 +152,7 @@ SETTINGS: dict[str, str] = {
     "LEASE": "lease",
     "RETENTION": "retention",
     "UNHANDLED_STATUS": "unhandled_status",
+    "SUCCESS_BODY": "success_body",
     "STRICT": "strict",
     "INBOX": "inbox",
 }
@@ -181,6 +182,12 @@ class WebhookReceiver:
         retention: Seconds a processed key is remembered; at least 48 h.
         unhandled_status: Answer for an event no handler is registered for (200,
             any 4xx but 429, or 500 to have the service retry it).
+        success_body: Answer successes (200: processed, duplicate, unhandled) with the
+            small JSON body every answer carries (``True``), or with an empty one
+            (``False``, ``Content-Length: 0``). The service uses only the status (spec
+            §6.1) and shows the body in its audit log (spec §6.3). Without one, each
+            success costs the server one socket write less. Refusals and failures
+            always carry their reason.
         sync_handlers_in_thread: Under ``aprocess``, run plain-function handlers in a
             worker thread so they do not block the event loop.
         clock: Current time in Unix seconds for the timestamp check; defaults to
@@ -227,6 +234,7 @@ class WebhookReceiver:
         lease: float = DEFAULT_LEASE,
         retention: float = DEFAULT_RETENTION,
         unhandled_status: int = 200,
+        success_body: bool = True,
         sync_handlers_in_thread: bool = True,
         clock: Callable[[], float] | None = None,
         router: Router | None = None,
@@ -260,7 +268,13 @@ class WebhookReceiver:
         self.max_body_size = max_body_size
         self.lease = lease
         self.retention = retention
-        self.unhandled = Outcome(unhandled_status, "unhandled")
+        self.success_body = success_body
+        quiet = not success_body
+        self.unhandled = Outcome(
+            unhandled_status, "unhandled", empty_body=quiet and unhandled_status == 200
+        )
+        self._processed = PROCESSED if success_body else Outcome(200, "processed", empty_body=True)
+        self._duplicate = DUPLICATE if success_body else Outcome(200, "duplicate", empty_body=True)
         self.sync_handlers_in_thread = sync_handlers_in_thread
         self._key_function = idempotency_key
         self._clock = clock
@@ -566,7 +580,7 @@ class WebhookReceiver:
             except Exception as error:
                 raise store_failed(error) from error
             if state is not _NEW:
-                return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
+                return self._answer(plan, self._duplicate if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
             renewer = self._renewer
             renewer.add(key, token)
@@ -601,7 +615,7 @@ class WebhookReceiver:
                         store.complete(key, token, self.retention)
                     except Exception as error:
                         raise store_failed(error) from error
-            return self._answer(plan, PROCESSED, started, handler_time)
+            return self._answer(plan, self._processed, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
 
@@ -637,7 +651,7 @@ class WebhookReceiver:
             except Exception as error:
                 raise store_failed(error) from error
             if state is not _NEW:
-                return self._answer(plan, DUPLICATE if state is _DONE else IN_FLIGHT, started)
+                return self._answer(plan, self._duplicate if state is _DONE else IN_FLIGHT, started)
             handlers_started = perf_counter()
             renewer = self._renewer
             renewer.add(key, token)
@@ -673,7 +687,7 @@ class WebhookReceiver:
                         await store.acomplete(key, token, self.retention)
                     except Exception as error:
                         raise store_failed(error) from error
-            return self._answer(plan, PROCESSED, started, handler_time)
+            return self._answer(plan, self._processed, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
 
@@ -741,7 +755,12 @@ class WebhookReceiver:
         if not handlers:
             unhandled = self.unhandled
             outcome = Outcome(
-                unhandled.status, unhandled.reason, (), envelope.event_name, organization_id
+                unhandled.status,
+                unhandled.reason,
+                (),
+                envelope.event_name,
+                organization_id,
+                unhandled.empty_body,
             )
             return self._finish(outcome, started, envelope.version)
         if overlapped is not None:
@@ -797,7 +816,12 @@ class WebhookReceiver:
         """``outcome`` for a decoded, verified event: named after it, then finished."""
         event = plan.event
         answer = Outcome(
-            outcome.status, outcome.reason, outcome.headers, event.name, event.organization_id
+            outcome.status,
+            outcome.reason,
+            outcome.headers,
+            event.name,
+            event.organization_id,
+            outcome.empty_body,
         )
         return self._finish(
             answer, started, event.version, event.idempotency_key, handler_time, detail, error_type

@@ -47,7 +47,7 @@ from ._idempotency import (
     default_idempotency_key,
     guard,
 )
-from ._outcome import PROCESSED, Outcome, outcome_for_error
+from ._outcome import Outcome, outcome_for_error
 from ._storage_url import POSTGRES_SCHEMES, scheme_of
 from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros, new_record_id
 from .inbox._sql import SQLInbox
@@ -451,7 +451,7 @@ def _forced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
                 run(plan.handlers, plan.event)
     except BaseException as error:
         return receiver._failed(plan, error, started, perf_counter() - handlers_started)
-    return receiver._answer(plan, PROCESSED, started, perf_counter() - handlers_started)
+    return receiver._answer(plan, receiver._processed, started, perf_counter() - handlers_started)
 
 
 async def _aforced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
@@ -469,7 +469,7 @@ async def _aforced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Ou
                 await arun(plan.handlers, plan.event, in_thread)
     except BaseException as error:
         return receiver._failed(plan, error, started, perf_counter() - handlers_started)
-    return receiver._answer(plan, PROCESSED, started, perf_counter() - handlers_started)
+    return receiver._answer(plan, receiver._processed, started, perf_counter() - handlers_started)
 
 
 def _replay_of(note: Note, outcome: Outcome, forced: bool) -> Replay:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -81,6 +82,84 @@ def test_unhandled_status_is_configurable(
 ) -> None:
     receiver = WebhookReceiver(secrets=secret, store="memory", unhandled_status=status)
     assert drive(receiver, *signed()).status == status
+
+
+def test_every_answer_carries_its_json_reason_by_default(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive
+) -> None:
+    receiver.on("note.created", lambda event: None)
+    body, header = signed()
+    for expected in ("processed", "duplicate"):
+        outcome = drive(receiver, body, header)
+        assert outcome.body == b'{"status":200,"reason":"%s"}' % expected.encode()
+    assert drive(receiver, body, "o:x,t:1,v:AAAA").body == b'{"status":401,"reason":"signature"}'
+
+
+def test_success_body_false_empties_the_200_answers_and_nothing_else(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory", success_body=False)
+    runs: list[str] = []
+
+    @receiver.on("note.created")
+    def note(event: Event[NoteCreated]) -> None:
+        runs.append(event.data.id)
+        if event.data.id == "fails":
+            raise RuntimeError("database is down")
+        if event.data.id == "refused":
+            raise Unprocessable("no such session")
+
+    def note_body(note_id: str) -> bytes:
+        return make_body(data={"id": note_id, "author": "ana@example.com", "text": "hi"})
+
+    body, header = signed(note_body("n-1"))
+    answers = [
+        drive(receiver, body, header),
+        drive(receiver, body, header),
+        drive(receiver, *signed(make_body("session.exported", data={"id": "s"}))),
+    ]
+    assert [(a.status, a.reason, a.body, a.empty_body, a.ok) for a in answers] == [
+        (200, "processed", b"", True, True),
+        (200, "duplicate", b"", True, True),
+        (200, "unhandled", b"", True, True),
+    ]
+    assert answers[0].event_name == "note.created"  # still named for logs and observers
+    refusals = [
+        drive(receiver, body, "o:x,t:1,v:AAAA"),
+        drive(receiver, *signed(b"[]")),
+        drive(receiver, *signed(note_body("fails"))),
+        drive(receiver, *signed(note_body("refused"))),
+    ]
+    assert [(a.status, a.reason) for a in refusals] == [
+        (401, "signature"),
+        (400, "malformed_envelope"),
+        (500, "handler_failed"),
+        (422, "unprocessable"),
+    ]
+    for answer in refusals:
+        assert not answer.empty_body
+        assert json.loads(answer.body) == {"status": answer.status, "reason": answer.reason}
+    assert runs == ["n-1", "fails", "refused"]
+
+
+def test_success_body_false_keeps_the_body_of_an_unhandled_refusal(
+    secret: str, signed: Signed, drive: Drive
+) -> None:
+    receiver = WebhookReceiver(
+        secrets=secret, store="memory", success_body=False, unhandled_status=422
+    )
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.body) == (422, b'{"status":422,"reason":"unhandled"}')
+
+
+def test_success_body_false_holds_with_an_inbox_too(
+    secret: str, signed: Signed, drive: Drive
+) -> None:
+    receiver = WebhookReceiver(secrets=secret, store="memory", inbox="memory", success_body=False)
+    receiver.on("note.created", lambda event: None)
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason, outcome.body) == (200, "processed", b"")
+    assert receiver.inbox is not None
 
 
 def test_handler_failure_answers_500_releases_and_the_retry_runs(

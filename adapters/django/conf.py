@@ -9,6 +9,7 @@ Keys (only ``SECRETS`` is required)::
         "MAX_BODY_SIZE": 1048576,        # bytes (spec §6.1)
         "LEASE": 120, "RETENTION": 259200,   # seconds
         "UNHANDLED_STATUS": 200,
+        "SUCCESS_BODY": True,            # False: 200 answers carry no body
         "STRICT": False,                 # True: a handler for an unknown event name raises
         "IDEMPOTENCY_KEY": "myapp.keys.by_data_id",   # callable or dotted path
         "STORE": {"BACKEND": "service_webhooks.adapters.django.store.DjangoStore",

@@ -40,6 +40,7 @@ def create_app(store: str | None = None, broken: str | None = None) -> Flask:
     app.config["SERVICE_WEBHOOKS_SECRETS"] = SECRET
     app.config["SERVICE_WEBHOOKS_STORE"] = "sqlite:" + (store or os.environ["SW_TEST_STORE"])
     app.config["SERVICE_WEBHOOKS_URL"] = "/webhooks"
+    app.config["SERVICE_WEBHOOKS_SUCCESS_BODY"] = os.environ.get("SW_TEST_SUCCESS_BODY") != "0"
     webhooks.init_app(app)
 
     broken_receiver = WebhookReceiver(

@@ -5,7 +5,8 @@ Every app shares one receiver (secret ``SW_SECRET``, a memory store) whose
 
 * ``mounted``: ``Mount("/api", app=WebhookMiddleware(...))`` inside a Starlette app;
 * ``middleware``: ``WebhookMiddleware`` around a Starlette app, for ``--root-path``;
-* ``routes``: a Starlette app built from ``webhook_routes(receiver, "/webhooks")``.
+* ``routes``: a Starlette app built from ``webhook_routes(receiver, "/webhooks")``;
+* ``quiet``: ``WebhookMiddleware`` of a receiver built with ``success_body=False``.
 """
 
 from __future__ import annotations
@@ -41,3 +42,9 @@ inner = Starlette(routes=[Route("/", home)])
 middleware = WebhookMiddleware(inner, receiver=receiver, path="/webhooks")
 mounted = Starlette(routes=[Mount("/api", app=middleware), Route("/", home)])
 routes = Starlette(routes=[*webhook_routes(receiver, "/webhooks"), Route("/", home)])
+
+quiet_receiver = WebhookReceiver(
+    secrets=os.environ["SW_SECRET"], store="memory", success_body=False
+)
+quiet_receiver.on("note.created", note_created)
+quiet = WebhookMiddleware(inner, receiver=quiet_receiver, path="/webhooks")

@@ -140,3 +140,21 @@ def test_two_signature_lines_are_refused_under_listen(
     kit: ModuleType, listen: int, split: bool
 ) -> None:
     assert _repeated(kit, listen, split) == (401, "format")
+
+
+def test_success_body_false_answers_200_with_an_empty_body_under_uvicorn(
+    kit: ModuleType, serve: Any, tmp_path: Path
+) -> None:
+    server = serve("quiet", tmp_path)
+    try:
+        body = note()
+        for _ in range(2):  # processed, then its duplicate
+            answer = kit.raw_request(server.port, kit.signed_head("POST", "/webhooks", body), body)
+            assert (answer.status, answer.headers["content-length"], answer.body) == (200, "0", b"")
+        assert len(calls(server)) == 1
+        head = kit.signed_head("POST", "/webhooks", body, "o:x,t:1,v:AAAA")
+        refused = kit.raw_request(server.port, head, body)
+        assert (refused.status, refused.reason) == (401, "signature")  # refusals keep theirs
+    finally:
+        server.process.terminate()
+        server.process.wait(10)

@@ -22,7 +22,14 @@ HOOK = ["-c", "python:service_webhooks.adapters.gunicorn"]
 RECOMMENDED = [*HOOK, "--worker-class", "gthread", "--threads", "8", "--timeout", "30"]
 
 
-def serve(kit: ModuleType, tmp: Path, kind: str, *options: str, debug: bool = False) -> Any:
+def serve(
+    kit: ModuleType,
+    tmp: Path,
+    kind: str,
+    *options: str,
+    debug: bool = False,
+    success_body: bool = True,
+) -> Any:
     """The test project under gunicorn (``wsgi``, 1 worker, ``options``), or under uvicorn
     as Django's ASGI app (``asgi``) or behind the webhook entry (``asgi_webhooks``)."""
     port = kit.free_port()
@@ -37,7 +44,12 @@ def serve(kit: ModuleType, tmp: Path, kind: str, *options: str, debug: bool = Fa
             str(kit.BIN / "uvicorn"), f"sw_testproject.{kind}:application", "--host",
             "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
         ]  # fmt: skip
-    env = {**kit.ENV, "PYTHONPATH": str(kit.PROJECT), "SW_DJANGO_DEBUG": "1" if debug else "0"}
+    env = {
+        **kit.ENV,
+        "PYTHONPATH": str(kit.PROJECT),
+        "SW_DJANGO_DEBUG": "1" if debug else "0",
+        "SW_DJANGO_SUCCESS_BODY": "1" if success_body else "0",
+    }
     return kit.start_server(argv, cwd=kit.PROJECT, env=env, log=tmp / f"{kind}.log", port=port)
 
 
@@ -260,3 +272,21 @@ def test_a_slow_client_does_not_delay_other_deliveries_under_the_recommended_set
     finally:
         headers_trickler.close()
         body_trickler.close()
+
+
+@pytest.mark.e2e
+def test_success_body_false_answers_200_with_an_empty_body_under_gunicorn(
+    kit: ModuleType, tmp_path: Path
+) -> None:
+    running = serve(kit, tmp_path, "wsgi", *RECOMMENDED, success_body=False)
+    try:
+        body = kit.envelope()
+        head = kit.contract.signed_head("POST", "/webhooks/", body)
+        for _ in range(2):  # processed, then its duplicate
+            answer = kit.contract.raw_request(running.port, head, body)
+            assert (answer.status, answer.headers["content-length"], answer.body) == (200, "0", b"")
+        head = kit.contract.signed_head("POST", "/webhooks/", body, "o:x,t:1,v:AAAA")
+        refused = kit.contract.raw_request(running.port, head, body)
+        assert (refused.status, refused.reason) == (401, "signature")  # refusals keep theirs
+    finally:
+        kit.stop_server(running)

@@ -18,7 +18,7 @@ HOOK = ["-c", "python:service_webhooks.adapters.gunicorn"]
 RECOMMENDED = [*HOOK, "--worker-class", "gthread", "--threads", "8", "--timeout", "30"]
 
 
-def serve(kit: ModuleType, tmp: Path, *options: str) -> Any:
+def serve(kit: ModuleType, tmp: Path, *options: str, success_body: bool = True) -> Any:
     """The test app under gunicorn, 1 worker, with ``options``."""
     port = kit.free_port()
     argv = [
@@ -29,6 +29,7 @@ def serve(kit: ModuleType, tmp: Path, *options: str) -> Any:
     env = {
         "SW_TEST_STORE": str(tmp / "store.sqlite3"),
         "SW_TEST_BROKEN_STORE": str(tmp / "x" / "y"),
+        "SW_TEST_SUCCESS_BODY": "1" if success_body else "0",
     }
     return kit.start_server(argv, cwd=kit.APP_DIR, env=env, log=tmp / "gunicorn.log", port=port)
 
@@ -126,3 +127,19 @@ def test_a_slow_client_does_not_delay_other_deliveries_under_the_recommended_set
     finally:
         headers_trickler.close()
         body_trickler.close()
+
+
+def test_success_body_false_answers_200_with_an_empty_body_under_gunicorn(
+    kit: ModuleType, tmp_path: Path
+) -> None:
+    running = serve(kit, tmp_path, *RECOMMENDED, success_body=False)
+    try:
+        body = kit.envelope()
+        head = kit.contract.signed_head("POST", "/webhooks", body)
+        for _ in range(2):  # processed, then its duplicate
+            answer = kit.contract.raw_request(running.port, head, body)
+            assert (answer.status, answer.headers["content-length"], answer.body) == (200, "0", b"")
+        refused = send(kit, running.port, "/webhooks", lambda body: "o:x,t:1,v:AAAA")
+        assert (refused.status, refused.reason) == (401, "signature")  # refusals keep theirs
+    finally:
+        kit.stop_server(running)

@@ -69,4 +69,5 @@ if os.environ.get("SW_DJANGO_PG"):
 SERVICE_WEBHOOKS = {
     "SECRETS": "whsec-django-0123456789abcdef0123456789abcdef",
     "TOLERANCE": 300,
+    "SUCCESS_BODY": os.environ.get("SW_DJANGO_SUCCESS_BODY") != "0",
 }
