@@ -96,6 +96,37 @@ def http_rows(result: speed_http.HttpResult | None) -> list[Row]:
         ),
         ("Flask / inline Flask", "flask-adapter", "flask-inline", 1.0),
         ("Django / inline Django", "django-adapter", "django-inline", 1.0),
+        (
+            "ASGI mw async, success_body=False / inline",
+            "asgi-middleware-empty",
+            "starlette-inline",
+            1.3,
+        ),
+        ("Flask, success_body=False / inline Flask", "flask-adapter-empty", "flask-inline", 1.0),
+        (
+            "Django, success_body=False / inline Django",
+            "django-adapter-empty",
+            "django-inline",
+            1.0,
+        ),
+        (
+            "std: ASGI async (route) / inline Starlette",
+            "asgi-async@std",
+            "starlette-inline@std",
+            1.3,
+        ),
+        (
+            "std: ASGI async (middleware) / inline",
+            "asgi-middleware@std",
+            "starlette-inline@std",
+            1.3,
+        ),
+        (
+            "std: ASGI mw, success_body=False / inline",
+            "asgi-middleware-empty@std",
+            "starlette-inline@std",
+            1.3,
+        ),
         ("SQLite / Memory under ASGI", "asgi-sqlite", "asgi-async", 0.8),
     )
     rows: list[Row] = []
@@ -108,8 +139,10 @@ def http_rows(result: speed_http.HttpResult | None) -> list[Row]:
             assert result is not None
             ceiling = None
             note = ""
-            if base == "starlette-inline" and "asgi-floor" in servers:
-                ceiling = result.ratio(kind, "asgi-floor", base)
+            _, at, stack = base.partition("@")
+            floor_server = "asgi-floor" + at + stack
+            if base.startswith("starlette-inline") and floor_server in servers:
+                ceiling = result.ratio(kind, floor_server, base)
                 note = "ceiling = raw ASGI app: body, HMAC, decode, empty 200"
             cpu = 1 / result.ratio(kind, server, base, "cpu_us")
             rows.append(
@@ -194,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "floor: the same ratio for the least work any receiver must do (micro rows), or the "
         "ceiling a raw ASGI app doing only that work reaches on the same server (ASGI rows); "
-        "a target beyond it cannot be met on this machine."
+        "a target beyond it cannot be met on this machine. mw: the middleware mount; std: "
+        "uvicorn[standard] (httptools, uvloop), other ASGI rows run uvicorn on h11, asyncio."
     )
     print(f"elapsed: {time.monotonic() - started:.0f} s")
     return 0

@@ -1,7 +1,10 @@
 """The servers of the HTTP speed bench (``bench/speed_http.py``): each adapter beside the
 inline endpoint a user would hand-roll in the same framework.
 
-ASGI kinds run under uvicorn (``python bench/speed_apps.py KIND PORT``); Flask and Django
+ASGI kinds run under uvicorn (``python bench/speed_apps.py KIND PORT``): with h11 on
+asyncio, what ``pip install uvicorn`` gives, or with ``@std`` after the kind
+(``asgi-async@std``) on httptools and uvloop, what ``pip install 'uvicorn[standard]'``
+gives and production deployments run. Flask and Django
 kinds are WSGI factories for gunicorn (``gunicorn "speed_apps:wsgi_app('flask-adapter')"``
 with ``--chdir bench``). Every server answers ``POST /webhooks``; the receivers use the
 real clock (the bench signs its bodies at the current time).
@@ -28,6 +31,9 @@ Kinds:
   receiver on this server, the middleware mount included.
 * ``flask-adapter`` / ``flask-inline``: ``webhook_blueprint`` / a hand-written view.
 * ``django-adapter`` / ``django-inline``: ``webhook_view`` / a hand-written view.
+* ``asgi-middleware-empty``, ``flask-adapter-empty``, ``django-adapter-empty``: those
+  adapters with ``success_body=False``: a 200 carries no body, as the inline endpoints'
+  does.
 
 Every handler, and every inline endpoint, reads the data's ``id``.
 """
@@ -49,6 +55,7 @@ ASGI_KINDS = (
     "asgi-sync",
     "asgi-middleware",
     "asgi-middleware-sync",
+    "asgi-middleware-empty",
     "asgi-sqlite",
     "starlette-inline",
     "starlette-inline-json",
@@ -57,9 +64,11 @@ ASGI_KINDS = (
 )
 WSGI_KINDS = (
     "flask-adapter",
+    "flask-adapter-empty",
     "flask-inline",
     "flask-inline-json",
     "django-adapter",
+    "django-adapter-empty",
     "django-inline",
     "django-inline-json",
 )
@@ -92,11 +101,11 @@ def inline_check(body: bytes, header: str | None) -> int:
     return 200
 
 
-def _receiver(store: Any, asynchronous: bool) -> Any:
+def _receiver(store: Any, asynchronous: bool, success_body: bool = True) -> Any:
     from service_webhooks import WebhookReceiver
 
     # the row measures the store: the inbox (on by default beside SQLite) has its own bench
-    receiver = WebhookReceiver(SECRET, store=store, inbox=False)
+    receiver = WebhookReceiver(SECRET, store=store, inbox=False, success_body=success_body)
     receiver.router.declare("order.created")  # not in the spec's catalogue: no warning
     if asynchronous:
 
@@ -177,7 +186,11 @@ def asgi_app(kind: str) -> Any:
         async def other(request: Request) -> Response:
             return Response(status_code=200)
 
-        receiver = _receiver(MemoryStore(), asynchronous=not kind.endswith("-sync"))
+        receiver = _receiver(
+            MemoryStore(),
+            asynchronous=not kind.endswith("-sync"),
+            success_body=not kind.endswith("-empty"),
+        )
         application = Starlette(routes=[Route("/other", other)])  # the rest of a user's app
         return WebhookMiddleware(application, receiver=receiver, path=PATH)
     if kind == "asgi-async":
@@ -196,11 +209,12 @@ def wsgi_app(kind: str) -> Any:
         from flask import Flask, request
 
         app = Flask("bench")
-        if kind == "flask-adapter":
+        if kind.startswith("flask-adapter"):
             from service_webhooks import MemoryStore
             from service_webhooks.adapters.flask import webhook_blueprint
 
-            app.register_blueprint(webhook_blueprint(_receiver(MemoryStore(), False)))
+            receiver = _receiver(MemoryStore(), False, success_body=kind == "flask-adapter")
+            app.register_blueprint(webhook_blueprint(receiver))
         else:
             answers_json = kind.endswith("-json")
 
@@ -236,11 +250,12 @@ def wsgi_app(kind: str) -> Any:
     from django.urls import path
     from django.views.decorators.csrf import csrf_exempt
 
-    if kind == "django-adapter":
+    if kind.startswith("django-adapter"):
         from service_webhooks import MemoryStore
         from service_webhooks.adapters.django.views import webhook_view
 
-        view: Any = webhook_view(_receiver(MemoryStore(), False), asynchronous=False)
+        receiver = _receiver(MemoryStore(), False, success_body=kind == "django-adapter")
+        view: Any = webhook_view(receiver, asynchronous=False)
     elif kind.startswith("django-inline"):
         answers_json = kind.endswith("-json")
 
@@ -265,12 +280,15 @@ urlpatterns: list[Any] = []  # Django's ROOT_URLCONF is this module; filled by w
 if __name__ == "__main__":
     import uvicorn
 
+    kind, _, stack = sys.argv[1].partition("@")
     uvicorn.run(
-        asgi_app(sys.argv[1]),
+        asgi_app(kind),
         host="127.0.0.1",
         port=int(sys.argv[2]),
         workers=1,
         log_level="warning",
         access_log=False,
         lifespan="off",
+        loop="uvloop" if stack == "std" else "asyncio",
+        http="httptools" if stack == "std" else "h11",
     )

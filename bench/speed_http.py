@@ -7,8 +7,9 @@ Run from the repository root (needs ``wrk``: ``apt-get install -y wrk``;
     .venv/bin/python bench/speed_http.py             # 3 rounds of 6 s per server
     .venv/bin/python bench/speed_http.py --quick     # 1 round of 2 s
 
-Servers (see ``bench/speed_apps.py``): uvicorn (1 worker) for the ASGI kinds, gunicorn
-(sync workers, 2 of them) for Flask and Django. With two or more CPUs the server is
+Servers (see ``bench/speed_apps.py``): uvicorn (1 worker) for the ASGI kinds, on h11 and
+asyncio, and for the ``@std`` kinds on httptools and uvloop (``uvicorn[standard]``);
+gunicorn (sync workers, 2 of them) for Flask and Django. With two or more CPUs the server is
 pinned to CPU 0 and wrk (1 thread) to CPU 1 with ``taskset``. Every request is a
 distinct signed body (pre-signed into a file, read line by line by wrk's Lua script), so
 the idempotency store never answers "duplicate"; a Lua ``response`` callback counts
@@ -50,15 +51,28 @@ from service_webhooks import sign  # noqa: E402
 ORG = "org-bench-1"
 BODY_SIZE = 200
 KINDS = ("order.created", "note.created")
-SERVERS = ASGI_KINDS + WSGI_KINDS
+STANDARD_KINDS = tuple(  # the same apps under uvicorn[standard]: httptools and uvloop
+    f"{kind}@std"
+    for kind in (
+        "asgi-async",
+        "asgi-middleware",
+        "asgi-middleware-empty",
+        "starlette-inline",
+        "asgi-floor",
+    )
+)
+SERVERS = ASGI_KINDS + STANDARD_KINDS + WSGI_KINDS
 ADAPTERS = (
     "asgi-async",
     "asgi-sync",
     "asgi-middleware",
     "asgi-middleware-sync",
+    "asgi-middleware-empty",
     "asgi-sqlite",
     "flask-adapter",
+    "flask-adapter-empty",
     "django-adapter",
+    "django-adapter-empty",
 )
 # (row label, contender, baseline)
 PAIRS = (
@@ -68,6 +82,16 @@ PAIRS = (
     ("ASGI middleware, sync / inline Starlette", "asgi-middleware-sync", "starlette-inline"),
     ("Flask blueprint / inline Flask", "flask-adapter", "flask-inline"),
     ("Django view / inline Django", "django-adapter", "django-inline"),
+    ("ASGI middleware, no 200 body / inline", "asgi-middleware-empty", "starlette-inline"),
+    ("Flask blueprint, no 200 body / inline Flask", "flask-adapter-empty", "flask-inline"),
+    ("Django view, no 200 body / inline Django", "django-adapter-empty", "django-inline"),
+    ("[std] ASGI async handler / inline Starlette", "asgi-async@std", "starlette-inline@std"),
+    ("[std] ASGI middleware / inline Starlette", "asgi-middleware@std", "starlette-inline@std"),
+    (
+        "[std] ASGI middleware, no 200 body / inline",
+        "asgi-middleware-empty@std",
+        "starlette-inline@std",
+    ),
     ("ASGI async / inline Starlette, JSON answer", "asgi-async", "starlette-inline-json"),
     ("ASGI sync / inline Starlette, JSON answer", "asgi-sync", "starlette-inline-json"),
     ("Flask blueprint / inline Flask, JSON answer", "flask-adapter", "flask-inline-json"),
@@ -75,6 +99,7 @@ PAIRS = (
     ("SQLite store / MemoryStore (ASGI)", "asgi-sqlite", "asgi-async"),
     ("ceiling: bare Starlette / inline Starlette", "starlette-bare", "starlette-inline"),
     ("ceiling: raw ASGI floor / inline Starlette", "asgi-floor", "starlette-inline"),
+    ("[std] ceiling: raw ASGI floor / inline", "asgi-floor@std", "starlette-inline@std"),
 )
 WARMUP = 200
 RESIGN_AFTER = 120.0  # seconds: every server checks the timestamp against its real clock
@@ -143,6 +168,11 @@ class Settings:
     servers: tuple[str, ...] = SERVERS
 
 
+def is_asgi(server: str) -> bool:
+    """Whether ``server`` (``kind`` or ``kind@std``) runs under uvicorn."""
+    return server.partition("@")[0] in ASGI_KINDS
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -171,7 +201,7 @@ def start_server(kind: str, directory: Path, settings: Settings) -> subprocess.P
     cwd = directory / f"cwd-{kind}-{time.monotonic_ns()}"
     cwd.mkdir()  # asgi-sqlite's default store file lands here: fresh for every run
     environment = {**os.environ, "PYTHONPATH": str(HERE)}
-    if kind in ASGI_KINDS:
+    if is_asgi(kind):
         command = [sys.executable, str(HERE / "speed_apps.py"), kind, str(port)]
     else:
         command = [
@@ -239,13 +269,17 @@ def warm_up(server: str, kind: str, port: int, tag: int) -> None:
             )
             if response.status_code != 200:
                 raise SystemExit(f"{server}: warm-up got {response.status_code} {response.text}")
-            if server in ADAPTERS and b'"processed"' not in response.content:
-                raise SystemExit(f"{server}: warm-up answer was not processed: {response.text}")
+            adapter = server.partition("@")[0]
+            if adapter in ADAPTERS and adapter.endswith("-empty") and response.content:
+                raise SystemExit(f"{server}: a 200 with a body despite success_body=False")
+            expected = not adapter.endswith("-empty")
+            if adapter in ADAPTERS and expected and b'"processed"' not in response.content:
+                raise SystemExit(f"{server}: warm-up was not processed: {response.text}")
 
 
 def run_wrk(server: str, port: int, bodies: Path, lua: Path, settings: Settings) -> dict[str, Any]:
     _, load_pin = pinning()
-    connections = settings.asgi_connections if server in ASGI_KINDS else settings.wsgi_connections
+    connections = settings.asgi_connections if is_asgi(server) else settings.wsgi_connections
     result = subprocess.run(
         [
             *load_pin,
