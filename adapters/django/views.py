@@ -95,7 +95,11 @@ def _async(read: Callable[[int], bytes]) -> Callable[[int], Any]:
 
 
 def _respond(outcome: Outcome) -> HttpResponse:
-    response = HttpResponse(outcome.body, status=outcome.status, content_type=outcome.content_type)
+    body = outcome.body
+    response = HttpResponse(body, status=outcome.status, content_type=outcome.content_type)
+    # framed by its length even without CommonMiddleware: a server would otherwise send
+    # it chunked (a third socket write per answer, the terminating chunk)
+    response["Content-Length"] = str(len(body))
     for name, value in outcome.headers:
         response[name] = value
     return response

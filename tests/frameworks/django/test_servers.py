@@ -29,6 +29,7 @@ def serve(
     *options: str,
     debug: bool = False,
     success_body: bool = True,
+    common_middleware: bool = True,
 ) -> Any:
     """The test project under gunicorn (``wsgi``, 1 worker, ``options``), or under uvicorn
     as Django's ASGI app (``asgi``) or behind the webhook entry (``asgi_webhooks``)."""
@@ -49,6 +50,7 @@ def serve(
         "PYTHONPATH": str(kit.PROJECT),
         "SW_DJANGO_DEBUG": "1" if debug else "0",
         "SW_DJANGO_SUCCESS_BODY": "1" if success_body else "0",
+        "SW_DJANGO_NO_COMMON_MIDDLEWARE": "0" if common_middleware else "1",
     }
     return kit.start_server(argv, cwd=kit.PROJECT, env=env, log=tmp / f"{kind}.log", port=port)
 
@@ -288,5 +290,29 @@ def test_success_body_false_answers_200_with_an_empty_body_under_gunicorn(
         head = kit.contract.signed_head("POST", "/webhooks/", body, "o:x,t:1,v:AAAA")
         refused = kit.contract.raw_request(running.port, head, body)
         assert (refused.status, refused.reason) == (401, "signature")  # refusals keep theirs
+    finally:
+        kit.stop_server(running)
+
+
+@pytest.mark.e2e
+def test_answers_carry_their_length_without_common_middleware(
+    kit: ModuleType, tmp_path: Path
+) -> None:
+    """Nothing else sets ``Content-Length`` then: without it gunicorn would send each
+    answer chunked, with its terminating chunk as one more socket write."""
+    running = serve(kit, tmp_path, "wsgi", *RECOMMENDED, common_middleware=False)
+    try:
+        body = kit.envelope()
+        answers = [
+            kit.contract.raw_request(running.port, head, body)
+            for head in (
+                kit.contract.signed_head("POST", "/webhooks/", body),
+                kit.contract.signed_head("POST", "/webhooks/", body, "o:x,t:1,v:AAAA"),
+            )
+        ]
+        for answer, expected in zip(answers, [(200, "processed"), (401, "signature")], strict=True):
+            assert (answer.status, answer.reason) == expected
+            assert "transfer-encoding" not in answer.headers
+            assert answer.headers["content-length"] == str(len(answer.body))
     finally:
         kit.stop_server(running)

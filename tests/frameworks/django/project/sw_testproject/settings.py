@@ -31,6 +31,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
+if os.environ.get("SW_DJANGO_NO_COMMON_MIDDLEWARE") == "1":  # nothing sets Content-Length
+    MIDDLEWARE.remove("django.middleware.common.CommonMiddleware")
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
