@@ -160,6 +160,5 @@ def outcome_for_error(error: WebhookError) -> Outcome:
 
 
 PROCESSED = Outcome(200, "processed")
-DUPLICATE = Outcome(200, "duplicate")
 IN_FLIGHT = Outcome(503, "in_flight", _RETRY_AFTER)
 HANDLER_FAILED = Outcome(500, "handler_failed")

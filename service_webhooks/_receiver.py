@@ -78,10 +78,8 @@ from ._idempotency import (
     store_failed,
 )
 from ._outcome import (
-    DUPLICATE,
     HANDLER_FAILED,
     IN_FLIGHT,
-    PROCESSED,
     DeliveryRecord,
     Outcome,
     outcome_for_error,
@@ -273,8 +271,8 @@ class WebhookReceiver:
         self.unhandled = Outcome(
             unhandled_status, "unhandled", empty_body=quiet and unhandled_status == 200
         )
-        self._processed = PROCESSED if success_body else Outcome(200, "processed", empty_body=True)
-        self._duplicate = DUPLICATE if success_body else Outcome(200, "duplicate", empty_body=True)
+        self._processed = Outcome(200, "processed", empty_body=quiet)
+        self._duplicate = Outcome(200, "duplicate", empty_body=quiet)
         self.sync_handlers_in_thread = sync_handlers_in_thread
         self._key_function = idempotency_key
         self._clock = clock
