@@ -195,23 +195,29 @@ def write_bodies(path: Path, kind: str, count: int, tag: int) -> None:
             out.write(sign(body, SECRET, ORG, timestamp=now).encode() + b"\t" + body + b"\n")
 
 
+def server_command(kind: str, port: int, gunicorn_workers: int) -> list[str]:
+    """The command serving ``kind`` on 127.0.0.1:``port``: ``speed_apps.py`` under
+    uvicorn, or gunicorn with ``gunicorn_workers`` sync workers (the process's
+    ``PYTHONPATH`` holds ``bench/``)."""
+    if is_asgi(kind):
+        return [sys.executable, str(HERE / "speed_apps.py"), kind, str(port)]
+    return [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "-k", "sync",
+        "-w", str(gunicorn_workers),
+        "-b", f"127.0.0.1:{port}",
+        "--log-level", "warning",
+        f"speed_apps:wsgi_app({kind!r})",
+    ]  # fmt: skip
+
+
 def start_server(kind: str, directory: Path, settings: Settings) -> subprocess.Popen[bytes]:
     server_pin, _ = pinning()
     port = free_port()
     cwd = directory / f"cwd-{kind}-{time.monotonic_ns()}"
     cwd.mkdir()  # asgi-sqlite's default store file lands here: fresh for every run
     environment = {**os.environ, "PYTHONPATH": str(HERE)}
-    if is_asgi(kind):
-        command = [sys.executable, str(HERE / "speed_apps.py"), kind, str(port)]
-    else:
-        command = [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "-k", "sync",
-            "-w", str(settings.gunicorn_workers),
-            "-b", f"127.0.0.1:{port}",
-            "--log-level", "warning",
-            f"speed_apps:wsgi_app({kind!r})",
-        ]  # fmt: skip
+    command = server_command(kind, port, settings.gunicorn_workers)
     process = subprocess.Popen(server_pin + command, cwd=cwd, env=environment)
     process.port = port  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
@@ -270,10 +276,12 @@ def warm_up(server: str, kind: str, port: int, tag: int) -> None:
             if response.status_code != 200:
                 raise SystemExit(f"{server}: warm-up got {response.status_code} {response.text}")
             adapter = server.partition("@")[0]
-            if adapter in ADAPTERS and adapter.endswith("-empty") and response.content:
-                raise SystemExit(f"{server}: a 200 with a body despite success_body=False")
-            expected = not adapter.endswith("-empty")
-            if adapter in ADAPTERS and expected and b'"processed"' not in response.content:
+            if adapter not in ADAPTERS:
+                continue
+            if adapter.endswith("-empty"):  # success_body=False
+                if response.content:
+                    raise SystemExit(f"{server}: a 200 with a body despite success_body=False")
+            elif b'"processed"' not in response.content:
                 raise SystemExit(f"{server}: warm-up was not processed: {response.text}")
 
 

@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from speed_apps import PATH, SECRET  # noqa: E402
-from speed_http import BODY_SIZE, ORG, free_port, is_asgi  # noqa: E402
+from speed_http import BODY_SIZE, ORG, free_port, is_asgi, server_command  # noqa: E402
 from speed_micro import make_body  # noqa: E402
 
 from service_webhooks import sign  # noqa: E402
@@ -72,17 +72,6 @@ class Settings:
     servers: tuple[str, ...] = SERVERS
 
 
-def command(server: str, port: int) -> list[str]:
-    """The server's command line (as in ``speed_http.start_server``, one gunicorn worker)."""
-    if is_asgi(server):
-        return [sys.executable, str(HERE / "speed_apps.py"), server, str(port)]
-    return [
-        str(Path(sys.executable).parent / "gunicorn"),
-        "-k", "sync", "-w", "1", "-b", f"127.0.0.1:{port}", "--log-level", "warning",
-        "--chdir", str(HERE), f"speed_apps:wsgi_app({server!r})",
-    ]  # fmt: skip
-
-
 def count(server: str, requests: int, directory: Path) -> int:
     """Instructions executed by every process of ``server`` while it starts, answers
     ``requests`` deliveries and stops."""
@@ -91,7 +80,7 @@ def count(server: str, requests: int, directory: Path) -> int:
     valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}"]
     environment = {**os.environ, "PYTHONPATH": str(HERE)}
     process = subprocess.Popen(
-        valgrind + command(server, port),
+        valgrind + server_command(server, port, gunicorn_workers=1),
         cwd=directory,
         env=environment,
         stdout=subprocess.DEVNULL,
