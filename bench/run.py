@@ -51,6 +51,12 @@ def machine() -> str:
     )
 
 
+ROUTE_MOUNTS = ("asgi-async", "asgi-sync")  # WebhookApp on a Starlette Route
+CEILINGS = {
+    False: "raw ASGI app: body, HMAC, decode, empty 200",
+    True: "that raw ASGI app on a Starlette Route",
+}
+
 Row = tuple[str, float | None, str, float, float | None, str]
 # label, measured ratio, comparison, target, floor/ceiling ratio, note
 
@@ -140,10 +146,12 @@ def http_rows(result: speed_http.HttpResult | None) -> list[Row]:
             ceiling = None
             note = ""
             _, at, stack = base.partition("@")
-            floor_server = "asgi-floor" + at + stack
+            # a route mount cannot pass the floor app mounted on the same route
+            on_route = server.partition("@")[0] in ROUTE_MOUNTS
+            floor_server = ("starlette-floor" if on_route else "asgi-floor") + at + stack
             if base.startswith("starlette-inline") and floor_server in servers:
                 ceiling = result.ratio(kind, floor_server, base)
-                note = "ceiling = raw ASGI app: body, HMAC, decode, empty 200"
+                note = "ceiling = " + CEILINGS[on_route]
             cpu = 1 / result.ratio(kind, server, base, "cpu_us")
             rows.append(
                 (
@@ -226,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print(
         "floor: the same ratio for the least work any receiver must do (micro rows), or the "
-        "ceiling a raw ASGI app doing only that work reaches on the same server (ASGI rows); "
+        "ceiling a raw ASGI app doing only that work reaches on the same server, mounted as the "
+        "row's adapter is (ASGI rows: bare, or on a Starlette Route for the route mounts); "
         "a target beyond it cannot be met on this machine. mw: the middleware mount; std: "
         "uvicorn[standard] (httptools, uvloop), other ASGI rows run uvicorn on h11, asyncio."
     )

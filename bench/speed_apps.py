@@ -29,6 +29,8 @@ Kinds:
   must: read the body, HMAC and ``compare_digest``, an untyped ``msgspec`` decode, an
   empty 200. No claim, no handler, no timestamp check: the ceiling for any ASGI
   receiver on this server, the middleware mount included.
+* ``starlette-floor``: that raw ASGI app mounted as ``WebhookApp`` is, on a Starlette
+  ``Route``: the ceiling for any receiver mounted on a route (the route mount).
 * ``flask-adapter`` / ``flask-inline``: ``webhook_blueprint`` / a hand-written view.
 * ``django-adapter`` / ``django-inline``: ``webhook_view`` / a hand-written view.
 * ``asgi-middleware-empty``, ``flask-adapter-empty``, ``django-adapter-empty``: those
@@ -61,6 +63,7 @@ ASGI_KINDS = (
     "starlette-inline-json",
     "starlette-bare",
     "asgi-floor",
+    "starlette-floor",
 )
 WSGI_KINDS = (
     "flask-adapter",
@@ -170,6 +173,14 @@ def asgi_app(kind: str) -> Any:
             return Response(status_code=status)
 
         return Starlette(routes=[Route(PATH, inline, methods=["POST"])])
+
+    if kind == "starlette-floor":
+
+        class Endpoint:  # an instance, not a function: Route mounts it as an ASGI app
+            async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+                await asgi_floor(scope, receive, send)
+
+        return Starlette(routes=[Route(PATH, Endpoint(), methods=["POST"])])
 
     if kind == "starlette-bare":
 

@@ -58,6 +58,7 @@ PAIRS = (  # (row label, adapter, inline baseline)
     ("std: ASGI async (route) / inline", "asgi-async@std", "starlette-inline@std"),
     ("std: ASGI async (middleware) / inline", "asgi-middleware@std", "starlette-inline@std"),
     ("std: ceiling, raw ASGI floor / inline", "asgi-floor@std", "starlette-inline@std"),
+    ("std: ceiling, floor on a Route / inline", "starlette-floor@std", "starlette-inline@std"),
     ("Flask / inline Flask", "flask-adapter", "flask-inline"),
     ("Django / inline Django", "django-adapter", "django-inline"),
 )
