@@ -4,7 +4,7 @@ ratios against their targets ("met" / "not met") with the measured floor of each
 Run from the repository root (``pip install -e '.[bench]'``; the HTTP part needs
 ``wrk``: ``apt-get install -y wrk``)::
 
-    .venv/bin/python bench/run.py             # full: ~14 min on 2 cores
+    .venv/bin/python bench/run.py             # full: ~18 min on 2 cores
     .venv/bin/python bench/run.py --quick     # smoke: about 2 min
     .venv/bin/python bench/run.py --skip-http # micro only
 
