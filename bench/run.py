@@ -144,15 +144,18 @@ def http_rows(result: speed_http.HttpResult | None) -> list[Row]:
                 continue
             assert result is not None
             ceiling = None
-            note = ""
+            notes = []
+            if result.wrapped(server):
+                notes.append("INVALID: bodies re-sent, answered as duplicates (raise --bodies)")
             _, at, stack = base.partition("@")
             # a route mount cannot pass the floor app mounted on the same route
             on_route = server.partition("@")[0] in ROUTE_MOUNTS
             floor_server = ("starlette-floor" if on_route else "asgi-floor") + at + stack
             if base.startswith("starlette-inline") and floor_server in servers:
                 ceiling = result.ratio(kind, floor_server, base)
-                note = "ceiling = " + CEILINGS[on_route]
+                notes.append("ceiling = " + CEILINGS[on_route])
             cpu = 1 / result.ratio(kind, server, base, "cpu_us")
+            notes.append(f"by CPU/request: {cpu:.2f}")
             rows.append(
                 (
                     f"{label} {kind} req/s",
@@ -160,7 +163,7 @@ def http_rows(result: speed_http.HttpResult | None) -> list[Row]:
                     ">=",
                     target,
                     ceiling,
-                    (note + "; " if note else "") + f"by CPU/request: {cpu:.2f}",
+                    "; ".join(notes),
                 )
             )
     return rows

@@ -340,14 +340,14 @@ class HttpResult:
     def problems(self) -> int:
         return sum(r["non200"] + r["socket_errors"] for rs in self.runs.values() for r in rs)
 
-    def wrapped(self) -> int:
-        """Times wrk re-sent its bodies to an adapter, whose store then answered
-        "duplicate" (the inline endpoints and floors keep no store: a re-sent body costs
-        them the same)."""
+    def wrapped(self, only: str | None = None) -> int:
+        """Times wrk re-sent its bodies to an adapter (or to ``only``), whose store then
+        answered "duplicate" (the inline endpoints and floors keep no store: a re-sent
+        body costs them the same)."""
         return sum(
             r["wrapped"]
             for (server, _), rs in self.runs.items()
-            if server.partition("@")[0] in ADAPTERS
+            if (server == only if only else server.partition("@")[0] in ADAPTERS)
             for r in rs
         )
 
