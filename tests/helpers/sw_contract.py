@@ -344,6 +344,17 @@ def signed_head(method: str, path: str, body: bytes, *signatures: str) -> list[s
     return lines + [f"{SIGNATURE_HEADER}: {s}" for s in signatures or (signed(body),)]
 
 
+def expect_empty_successes(port: int, path: str, body: bytes) -> None:
+    """For a receiver built with ``success_body=False``: ``body`` delivered twice is
+    answered 200 with ``Content-Length: 0`` and no body (processed, then duplicate), and
+    a bad signature still gets its 401 with the JSON reason."""
+    for _ in range(2):
+        answer = raw_request(port, signed_head("POST", path, body), body)
+        assert (answer.status, answer.headers["content-length"], answer.body) == (200, "0", b"")
+    refused = raw_request(port, signed_head("POST", path, body, "o:x,t:1,v:AAAA"), body)
+    assert (refused.status, refused.reason) == (401, "signature")
+
+
 def split_signature(body: bytes) -> tuple[str, str]:
     """A valid signature of ``body`` split in two partial lines: ``o:..,t:..`` and ``v:..``
     (joined with ``","`` they form the valid value again)."""
