@@ -64,7 +64,8 @@ class MemoryStore:
         return _DONE if done else _IN_FLIGHT
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        now = self._now()
+        # the clock inline, not self._now(): a call less on every delivery's path
+        now = time.time() if self._clock is None else self._clock()
         with self._lock:
             record = self._records.get(key)
             if record is not None:
@@ -77,7 +78,7 @@ class MemoryStore:
             return ClaimState.NEW
 
     def complete(self, key: str, token: str, retention: float) -> bool:
-        now = self._now()
+        now = time.time() if self._clock is None else self._clock()
         with self._lock:
             record = self._records.get(key)
             if record is not None and record[1] != token and record[2] > now:  # another's
