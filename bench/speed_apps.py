@@ -27,7 +27,7 @@ Kinds:
   ceiling no receiver behind a Starlette route can pass on this server.
 * ``asgi-floor``: a raw ASGI app (no Starlette) doing only what every verifying receiver
   must: read the body, HMAC and ``compare_digest``, an untyped ``msgspec`` decode, an
-  empty 200. No claim, no handler, no timestamp check: the ceiling for any ASGI
+  empty 200 (with ``Content-Length: 0``: one write per answer). No claim, no handler, no timestamp check: the ceiling for any ASGI
   receiver on this server, the middleware mount included.
 * ``starlette-floor``: that raw ASGI app mounted as ``WebhookApp`` is, on a Starlette
   ``Route``: the ceiling for any receiver mounted on a route (the route mount).
@@ -150,7 +150,10 @@ async def asgi_floor(scope: Any, receive: Any, send: Any) -> None:
     mac.update(f":{o}:{t}".encode())
     ok = hmac.compare_digest(mac.digest(), base64.b64decode(v))
     status = 200 if ok and msgspec.json.decode(body)["data"]["id"] else 401
-    await send({"type": "http.response.start", "status": status, "headers": []})
+    # a Content-Length, as every other app here sends: without one the server answers
+    # chunked, one more write (system call) per answer
+    headers = [(b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 
 
