@@ -3,23 +3,27 @@
 Run it from the repository root (with the ``asgi`` and ``cli`` extras installed)::
 
     export SERVICE_WEBHOOKS_SECRET=whsec-development-only-0123456789abcdef0123
-    uvicorn examples.asgi_app:app --port 8000      # or: python examples/asgi_app.py
+    uvicorn --app-dir examples asgi_app:app --port 8000   # or: python examples/asgi_app.py
+
+(``--app-dir examples``, not ``examples.asgi_app``: the repository root's
+``service_webhooks/`` folder would shadow the installed package, which holds the
+adapters.)
 
 then, from another terminal, send it a signed delivery::
 
     service-webhooks send http://127.0.0.1:8000/webhooks \\
         --secret whsec-development-only-0123456789abcdef0123 \\
-        --org o-1 --event note.created \\
+        --org o-1 --event note.created --allow-private-destinations \\
         --data '{"id": "n-1", "author": "ana@example.com", "text": "hello"}'
 
 ``send`` prints ``HTTP 200 OK: success`` and this app prints the note. Sending the same
 command again is a duplicate: answered 200, the handler does not run twice. A wrong
 ``--secret`` is answered 401.
 
-Note the ``Route`` (not ``Mount``) for the webhook path: ``Mount("/webhooks", ...)``
-only matches ``/webhooks/...`` and Starlette would answer ``POST /webhooks`` with a
-307 redirect, which the service counts as a temporary failure (spec §7) and retries
-forever.
+Note ``webhook_routes`` for the webhook path: it answers ``/webhooks`` and ``/webhooks/``
+alike. A single ``Route("/webhooks", ...)`` would have Starlette answer ``/webhooks/``
+with a 307 redirect, and ``Mount("/webhooks", ...)`` would answer ``/webhooks`` with one;
+the service follows no redirect (spec §7), so such deliveries would never arrive.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from service_webhooks import Duration, Event, NoteCreated, SegmentTrendAlert, We
 # mypy run on the source tree cannot see service_webhooks.adapters (a package-dir
 # mapping); on an installed wheel it can, hence both codes.
 from service_webhooks.adapters.asgi import (  # type: ignore[import-not-found,unused-ignore]
-    WebhookApp,
+    webhook_routes,
 )
 
 SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123")
@@ -77,7 +81,7 @@ async def home(request: Request) -> JSONResponse:
 app = Starlette(
     routes=[
         Route("/", home),
-        Route("/webhooks", WebhookApp(receiver)),  # every method: the receiver answers 405
+        *webhook_routes(receiver, "/webhooks"),  # every method: the receiver answers 405
     ]
 )
 

@@ -20,6 +20,7 @@ from service_webhooks.testing import Signer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "asgi_app.py"
+UVICORN = str(Path(sys.executable).with_name("uvicorn"))
 SECRET = "whsec-example-test"
 NOTE = {"id": "n-1", "author": "ana@example.com", "text": "hello"}
 
@@ -90,8 +91,10 @@ def test_default_secret_is_for_development_only(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.parametrize(
     "command",
     [
-        pytest.param(["-m", "uvicorn", "examples.asgi_app:app", "--port", "{port}"], id="uvicorn"),
-        pytest.param(["examples/asgi_app.py"], id="python-script"),
+        pytest.param(  # the docstring's command: the console script, as a user runs it
+            [UVICORN, "--app-dir", "examples", "asgi_app:app", "--port", "{port}"], id="uvicorn"
+        ),
+        pytest.param([sys.executable, "examples/asgi_app.py"], id="python-script"),
     ],
 )
 def test_under_real_uvicorn(command: list[str], free_port: int, tmp_path: Path) -> None:
@@ -104,7 +107,7 @@ def test_under_real_uvicorn(command: list[str], free_port: int, tmp_path: Path) 
     out = tmp_path / "out"
     with out.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, *(part.format(port=free_port) for part in command)],
+            [part.format(port=free_port) for part in command],
             cwd=ROOT,
             env=env,
             stdout=sink,
@@ -129,6 +132,8 @@ def test_under_real_uvicorn(command: list[str], free_port: int, tmp_path: Path) 
         assert json.loads(response.content)["reason"] == "processed"
         again = httpx.post(base + "/webhooks", content=body, headers=headers, timeout=10)
         assert again.json()["reason"] == "duplicate"
+        slash = httpx.post(base + "/webhooks/", content=body, headers=headers, timeout=10)
+        assert (slash.status_code, slash.json()["reason"]) == (200, "duplicate")  # no 307
         assert httpx.get(base + "/", timeout=10).json()["received"] == 1
     finally:
         process.send_signal(signal.SIGINT)
