@@ -16,6 +16,7 @@ from flask.cli import AppGroup
 from service_webhooks import WebhookReceiver
 from service_webhooks.inbox import Inbox
 from service_webhooks.inbox.commands import (
+    check_replay_selection,
     every,
     find,
     record_line,
@@ -68,7 +69,7 @@ def _find(inbox: Inbox, prefix: str) -> Any:
     try:
         return find(inbox, prefix)
     except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="ID") from error
+        raise click.UsageError(str(error)) from None
     except LookupError as error:
         raise click.ClickException(str(error.args[0])) from error
 
@@ -109,7 +110,7 @@ def show_command(delivery_id: str) -> None:
 
 
 @cli.command("replay")
-@click.argument("delivery_ids", metavar="ID", nargs=-1)
+@click.argument("delivery_ids", metavar="[ID]...", nargs=-1, required=False)
 @_status
 @click.option("--event", help="Only this eventName.")
 @click.option("--organization", help="Only this organization ID.")
@@ -127,13 +128,15 @@ def replay_command(
 ) -> None:
     """Run the handlers again on deliveries: IDs, or a --status/--event selection."""
     receiver, inbox = _inbox()
-    filters = (statuses, event, organization)
-    if bool(delivery_ids) == any(filters):
-        raise click.UsageError("give delivery IDs or filters (--status, --event...), not both")
+    filters = {"--status": statuses, "--event": event, "--organization": organization}
+    try:
+        check_replay_selection(delivery_ids, filters, since)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     if delivery_ids:
         records = [_find(inbox, prefix) for prefix in delivery_ids]
     else:
-        records = list(every(inbox, _select(*filters, since)))[::-1]  # arrival order
+        records = list(every(inbox, _select(statuses, event, organization, since)))[::-1]
     failed = 0
     for record in records:
         if dry_run:

@@ -27,8 +27,9 @@ Kinds:
   ceiling no receiver behind a Starlette route can pass on this server.
 * ``asgi-floor``: a raw ASGI app (no Starlette) doing only what every verifying receiver
   must: read the body, HMAC and ``compare_digest``, an untyped ``msgspec`` decode, an
-  empty 200 (with ``Content-Length: 0``: one write per answer). No claim, no handler, no timestamp check: the ceiling for any ASGI
-  receiver on this server, the middleware mount included.
+  empty 200 (with ``Content-Length: 0``: one write per answer). No claim, no handler,
+  no timestamp check: the ceiling for any ASGI receiver on this server, the middleware
+  mount included.
 * ``starlette-floor``: that raw ASGI app mounted as ``WebhookApp`` is, on a Starlette
   ``Route``: the ceiling for any receiver mounted on a route (the route mount).
 * ``flask-adapter`` / ``flask-inline``: ``webhook_blueprint`` / a hand-written view.

@@ -57,14 +57,16 @@ def _connection_options(command: F) -> F:
         click.option(
             "--api-key",
             envvar="SERVICE_API_KEY",
+            show_envvar=True,
             required=True,
-            help="API key, sent as 'Authorization: Basic <key>' [env: SERVICE_API_KEY].",
+            help="API key, sent as 'Authorization: Basic <key>'.",
         ),
         click.option(
             "--base-url",
             envvar="SERVICE_API_BASE_URL",
+            show_envvar=True,
             required=True,
-            help="URL the API paths are relative to [env: SERVICE_API_BASE_URL].",
+            help="URL the API paths are relative to.",
         ),
         click.option(
             "--timeout",

@@ -57,6 +57,7 @@ from service_webhooks.stores import redact_url
 
 from ._output import console as make_console
 from ._output import print_table
+from ._secret import signing_secret_option
 
 __all__ = ["deliver", "trigger"]
 
@@ -75,13 +76,7 @@ _HINT = (
 def _common(function: Any) -> Any:
     options = [
         click.option("--url", required=True, help="Endpoint URL (http or https)."),
-        click.option(
-            "--secret",
-            required=True,
-            envvar="SERVICE_WEBHOOKS_SECRET",
-            show_envvar=True,
-            help="The endpoint's signing secret.",
-        ),
+        signing_secret_option,
         click.option(
             "--allow-private-destinations",
             is_flag=True,
@@ -364,7 +359,13 @@ def _undelivered(
     help="Write every attempt to this JSON file.",
 )
 @click.option("--fast", is_flag=True, help="Virtual clock: no waiting between retries.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Most attempts in flight at once (and connections open).",
+)
 @click.option("--seed", type=int, help="Seed for duplicates, shuffling and jitter.")
 def deliver(
     url: str,

@@ -31,7 +31,7 @@ from rich.table import Column
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
-from service_webhooks.inbox.commands import replay_line
+from service_webhooks.inbox.commands import check_replay_selection, find, replay_line
 
 from ._output import cannot_open, print_table
 from ._output import console as make_console
@@ -181,17 +181,14 @@ def _emit(obj: dict[str, Any]) -> None:
 
 
 def _find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
-    """The one record whose ID starts with ``prefix``."""
-    text = prefix.strip().lower()
+    """The one record whose ID starts with ``prefix``: not hex is a usage error (exit 2),
+    none or several an error (exit 1)."""
     try:
-        found = inbox.search(InboxQuery(id_prefix=text), limit=2).items
-    except ConfigurationError as error:
-        raise click.BadParameter(str(error), param_hint="ID") from error
-    if not found:
-        raise click.ClickException(f"no delivery {text!r} in the inbox")
-    if len(found) > 1:
-        raise click.ClickException(f"{text!r} matches several deliveries: give more digits")
-    return found[0]
+        return find(inbox, prefix)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    except LookupError as error:
+        raise click.ClickException(str(error)) from None
 
 
 def _all(inbox: Inbox, query: InboxQuery) -> Iterator[ReceivedDelivery]:
@@ -331,7 +328,7 @@ def _load_receiver(spec: str) -> WebhookReceiver:
 
 @inbox.command("replay")
 @store_option
-@click.argument("delivery_ids", metavar="ID", nargs=-1)
+@click.argument("delivery_ids", metavar="[ID]...", nargs=-1, required=False)
 @click.option(
     "--status",
     "statuses",
@@ -363,10 +360,10 @@ def replay(
     The receiver must record into the same inbox (the one --store names); each replay
     is added to its record. A processed delivery is a duplicate unless --force.
     """
-    if bool(delivery_ids) == bool(statuses):
-        raise click.UsageError("give delivery IDs or --status (and optionally --since), not both")
-    if since and not statuses:
-        raise click.UsageError("--since selects with --status")
+    try:
+        check_replay_selection(delivery_ids, {"--status": statuses}, since)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     source = _open(store)
     if delivery_ids:
         records = [_find(source, delivery_id) for delivery_id in delivery_ids]

@@ -39,11 +39,9 @@ from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Sen
 from service_webhooks.stores import redact_url, store_from_url
 
 from ._output import cannot_open
+from ._secret import SECRET_ENVVAR, checked_secrets
 
 __all__ = ["listen"]
-
-SECRET_ENVVAR = "SERVICE_WEBHOOKS_SECRET"  # noqa: S105 - a variable name, not a secret
-"""Environment variable read when no ``--secret`` is given (whitespace-separated list)."""
 
 _SUMMARY_WIDTH = 100  # characters of compact JSON shown per event in readable mode
 
@@ -63,6 +61,7 @@ _SUMMARY_WIDTH = 100  # characters of compact JSON shown per event in readable m
     multiple=True,
     envvar=SECRET_ENVVAR,
     show_envvar=True,
+    callback=checked_secrets,
     help="Signing secret; repeat for rotation, newest first (spec §5.2). "
     "The environment variable may hold several, separated by spaces.",
 )
@@ -135,7 +134,7 @@ def listen(
     try:
         scheme = scheme_of(store.strip())
         inbox = keep_inbox and (scheme == "sqlite" or scheme in POSTGRES_SCHEMES)
-        if scheme not in ("memory", "sqlite"):  # a server to reach
+        if scheme != "memory":  # a server to reach, or a file to open
             _reachable(store)
         receiver = WebhookReceiver(list(secrets), store=store, tolerance=tolerance, inbox=inbox)
     except ConfigurationError as error:
@@ -169,8 +168,9 @@ def listen(
 
 
 def _reachable(store: str) -> None:
-    """Connect to a Redis or PostgreSQL store once, so that a wrong URL stops ``listen``
-    at once with the server's reason, not as a 503 on every delivery."""
+    """Connect to a Redis or PostgreSQL store once, or open a SQLite store's file, so
+    that a wrong URL or path stops ``listen`` at once with the reason, not as a 503 on
+    every delivery."""
     probe = store_from_url(store)
     ping, close = getattr(probe, "ping", None), getattr(probe, "close", None)
     try:

@@ -34,7 +34,7 @@ from typing import IO, Any
 import click
 import httpx
 
-from service_webhooks import SignatureFormatError
+from service_webhooks import ConfigurationError, SignatureFormatError
 from service_webhooks.delivery import (
     Failure,
     ReservedAddressError,
@@ -45,8 +45,11 @@ from service_webhooks.delivery import (
     classify_failure,
     classify_status,
 )
+from service_webhooks.delivery.endpoint import check_url
 from service_webhooks.stores import redact_url
 from service_webhooks.testing.signer import Signer
+
+from ._secret import signing_secret_option
 
 __all__ = ["DEADLINE", "send"]
 
@@ -69,13 +72,7 @@ _LABELS = {
 
 @click.command()
 @click.argument("url")
-@click.option(
-    "--secret",
-    required=True,
-    envvar="SERVICE_WEBHOOKS_SECRET",
-    show_envvar=True,
-    help="The endpoint's signing secret.",
-)
+@signing_secret_option
 @click.option("--org", required=True, help="Organization ID to sign as (the o of spec §5.2).")
 @click.option("--event", "event_name", metavar="NAME", help="eventName, e.g. note.created.")
 @click.option(
@@ -210,12 +207,16 @@ async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, st
 
 
 def _check_url(url: str) -> None:
+    """Refuse (exit 2) a URL ``trigger`` refuses (an endpoint's URL rules, with the same
+    message), then one httpx cannot send to."""
     try:
-        parsed = httpx.URL(url)
+        check_url(url)
+    except ConfigurationError as error:
+        raise click.UsageError(str(error)) from None
+    try:
+        httpx.URL(url)
     except httpx.InvalidURL as error:
         raise click.BadParameter(str(error), param_hint="URL") from error
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise click.BadParameter("expected an http:// or https:// URL", param_hint="URL")
 
 
 def _failure_of(error: httpx.HTTPError) -> Failure:

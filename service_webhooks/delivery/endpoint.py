@@ -37,6 +37,7 @@ __all__ = [
     "SUBCATEGORY_EVENTS",
     "Endpoint",
     "OutboundEvent",
+    "check_url",
     "encode_envelope",
 ]
 
@@ -125,7 +126,7 @@ class Endpoint:
         payload_version: int = 1,
         id: str | None = None,
     ) -> None:
-        _check_url(url)
+        check_url(url)
         names = frozenset([events] if isinstance(events, str) else events)
         if not names or not all(isinstance(n, str) and n for n in names):
             raise ConfigurationError("an endpoint needs at least one event type")
@@ -163,7 +164,13 @@ class Endpoint:
         return event.subcategory is None or event.subcategory == self.subcategory
 
 
-def _check_url(url: str) -> None:
+def check_url(url: str) -> None:
+    """Check ``url`` as an endpoint's URL (:class:`Endpoint` does).
+
+    Raises:
+        ConfigurationError: Not a string, unparsable (a bad port), another scheme than
+            ``http``/``https``, no host, credentials, or port 0.
+    """
     if not isinstance(url, str):
         raise ConfigurationError("the endpoint URL must be a string")
     try:

@@ -1,8 +1,9 @@
-"""What the framework commands share: ``--status/--event/--organization/--since`` ->
-an :class:`InboxQuery`, an ID prefix -> its record, and one line per record.
+"""What the inbox commands share: ``--status/--event/--organization/--since`` ->
+an :class:`InboxQuery`, what ``replay`` may be given, an ID prefix -> its record, and
+one line per record.
 
-Errors are :class:`ValueError` (a bad filter) and :class:`LookupError` (no such record,
-or a prefix matching several); each command reports them its own way.
+Errors are :class:`ValueError` (a bad filter, selection or ID) and :class:`LookupError`
+(no such record, or a prefix matching several); each command reports them its own way.
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .._exceptions import ConfigurationError
 from ._base import Inbox, InboxQuery, ReceivedDelivery
 
 if TYPE_CHECKING:
     from .._outcome import Outcome
 
 __all__ = [
+    "check_replay_selection",
     "every",
     "find",
     "parse_since",
@@ -81,15 +84,44 @@ def selection(
     )
 
 
+def check_replay_selection(
+    ids: Sequence[str], filters: Mapping[str, object], since: str | None = None
+) -> None:
+    """Check that a replay is given its deliveries one way: IDs, or filters.
+
+    Args:
+        ids: The delivery IDs (or prefixes) given.
+        filters: Each filter option the command has, by name, with its value (empty or
+            ``None`` when not given), e.g. ``{"--status": ("5xx",), "--event": None}``.
+        since: ``--since``, which only narrows a filter selection.
+
+    Raises:
+        ValueError: IDs and filters both, neither, or ``since`` without a filter.
+    """
+    *others, last = filters
+    named = f"{', '.join(others)} or {last}" if others else last
+    selecting = any(filters.values())
+    if ids and selecting:
+        raise ValueError(f"give delivery IDs or {named}, not both")
+    if since and not selecting:
+        raise ValueError(f"--since selects with {named}")
+    if not ids and not selecting:
+        raise ValueError(f"nothing to replay: give delivery IDs, or select them with {named}")
+
+
 def find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
     """The one record whose ID starts with ``prefix`` (hex digits).
 
     Raises:
+        ValueError: ``prefix`` is not hex digits.
         LookupError: None, or several.
-        ConfigurationError: ``prefix`` is not hex digits.
     """
     text = prefix.strip().lower()
-    found = inbox.search(InboxQuery(id_prefix=text), limit=2).items
+    try:
+        query = InboxQuery(id_prefix=text)
+    except ConfigurationError:
+        raise ValueError(f"delivery ID {text!r} is not a hex ID prefix") from None
+    found = inbox.search(query, limit=2).items
     if not found:
         raise LookupError(f"no delivery {text!r} in the inbox")
     if len(found) > 1:

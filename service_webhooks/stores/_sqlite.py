@@ -521,6 +521,18 @@ class SQLiteStore(SyncStore):
         self._prune_cursor = end
         return connection.execute(_PRUNE_RANGE, (start, end, self._now())).rowcount
 
+    def ping(self) -> None:
+        """:meth:`create_schema` under the name the Redis and PostgreSQL stores use for
+        the same check: a path that cannot be opened fails here, at once, instead of as
+        a 503 on the first delivery.
+
+        Raises:
+            sqlite3.Error: The file cannot be opened or created (a missing directory,
+                no permission, not a database), or stays locked for ``timeout``
+                seconds.
+        """
+        self.create_schema()
+
     def close(self) -> None:
         """Close every connection this store opened (in any thread).
 

@@ -133,10 +133,25 @@ def test_api_key_option_overrides_the_environment(fake: FakeAPI) -> None:
     assert fake.requests[0].headers["authorization"] == "Basic wrong"
 
 
-def test_missing_api_key_is_a_usage_error(fake: FakeAPI) -> None:
-    result = run(fake, "operations", env={"SERVICE_API_BASE_URL": "http://fake.invalid"})
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [
+        ("SERVICE_API_KEY", "Error: Missing option '--api-key' (env var: 'SERVICE_API_KEY')."),
+        (
+            "SERVICE_API_BASE_URL",
+            "Error: Missing option '--base-url' (env var: 'SERVICE_API_BASE_URL').",
+        ),
+    ],
+)
+def test_a_missing_connection_option_is_a_usage_error_naming_its_variable(
+    fake: FakeAPI, missing: str, message: str
+) -> None:
+    env: dict[str, str | None] = {**ENV, missing: None}
+    result = CliRunner().invoke(
+        main, ["api", "operations"], env=env, obj={"api_transport": fake.sync_transport()}
+    )
     assert result.exit_code == 2
-    assert "--api-key" in result.stderr
+    assert message in result.stderr
     assert fake.requests == []
 
 

@@ -44,5 +44,5 @@ def test_every_option_and_argument_is_documented(path: str, command: click.Comma
             for name in (*param.opts, *param.secondary_opts):
                 assert f"`{name}`" in text, f"{path}: {name} is not documented"
         else:
-            metavar = (param.metavar or param.name or "").upper()
+            metavar = (param.metavar or param.name or "").upper().strip("[].")  # [ID]... -> ID
             assert f"`{metavar}`" in text, f"{path}: argument {metavar} is not documented"

@@ -197,7 +197,8 @@ def test_replay_usage_errors(tmp_path: Path) -> None:
     store = f"sqlite:{tmp_path / 'x.sqlite3'}"
     code, _, err = cli("inbox", "replay", "--receiver", "m:r", "--store", store)
     assert code == 2
-    assert "give delivery IDs or --status" in err
+    assert "Error: nothing to replay: give delivery IDs, or select them with --status" in err
+    assert "not both" not in err
     code, _, err = cli("inbox", "list", "--store", "redis://127.0.0.1:6379/0")
     assert code == 2
     assert "no inbox for URL scheme 'redis'" in err

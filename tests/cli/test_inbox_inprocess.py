@@ -264,7 +264,8 @@ def test_show_errors(box: Box) -> None:
     result = run("show", "", "--store", box.store, code=1)  # every ID starts with ""
     assert "matches several deliveries: give more digits" in result.stderr
     result = run("show", "not-hex", "--store", box.store, code=2)
-    assert "id_prefix must be lowercase hex digits" in result.stderr
+    assert "Error: delivery ID 'not-hex' is not a hex ID prefix" in result.stderr
+    assert "id_prefix" not in result.stderr
 
 
 # --- replay ------------------------------------------------------------------------
@@ -339,9 +340,15 @@ def test_replay_usage_errors(box: Box) -> None:
     def refused(*args: str) -> str:
         return run("replay", *args, "--store", box.store, code=2).stderr
 
-    assert "give delivery IDs or --status" in refused(failed, "--status", "5xx", "--receiver", spec)
-    assert "give delivery IDs or --status" in refused("--receiver", spec)
+    assert "Error: give delivery IDs or --status, not both" in refused(
+        failed, "--status", "5xx", "--receiver", spec
+    )
+    assert "Error: nothing to replay: give delivery IDs, or select them with --status" in (
+        refused("--receiver", spec)
+    )
     assert "--since selects with --status" in refused(failed, "--since", "1h", "--receiver", spec)
+    assert "--since selects with --status" in refused("--since", "1h", "--receiver", spec)
+    assert "Error: delivery ID 'zzz' is not a hex ID prefix" in refused("zzz", "--receiver", spec)
     assert "Missing option '--receiver'" in refused(failed)
     assert "MODULE:ATTR, e.g. myapp.webhooks:receiver" in refused(failed, "--receiver", "nocolon")
     assert "MODULE:ATTR" in refused(failed, "--receiver", ":receiver")
@@ -357,6 +364,10 @@ def test_replay_usage_errors(box: Box) -> None:
     )
     assert "." not in sys.path[:1]  # the loader's sys.path entry is gone again
     assert box.ran() == ["n-2"]
+
+
+def test_replay_usage_shows_the_ids_are_optional_and_repeatable() -> None:
+    assert " replay [OPTIONS] [ID]...\n" in run("replay", "--help").stdout
 
 
 # --- prune -------------------------------------------------------------------------

@@ -199,6 +199,41 @@ def test_missing_secret_is_a_usage_error() -> None:
     assert "no signing secret: pass --secret S or set SERVICE_WEBHOOKS_SECRET" in result.output
 
 
+@pytest.mark.parametrize("args", [["--secret", ""], ["--secret", "s", "--secret", ""]])
+def test_an_empty_secret_is_a_usage_error_naming_the_secret(args: list[str]) -> None:
+    result = CliRunner().invoke(main, ["listen", *args])
+    assert result.exit_code == 2
+    assert (
+        "Error: Invalid value for '--secret' (env var: 'SERVICE_WEBHOOKS_SECRET'): "
+        "a secret must be a non-empty str or bytes"
+    ) in result.output
+    assert "--store" not in result.output
+
+
+def test_senders_sign_with_the_newest_secret_of_the_environment_list(tmp_path: Path) -> None:
+    rotation = {"SERVICE_WEBHOOKS_SECRET": f"{NEW} {OLD}"}  # newest first
+    running = start(tmp_path, "--json", env=rotation)
+    try:
+        commands = [
+            ["send", running.url, "--org", ORG, "--event", "note.created", "--data",
+             '{"id": "n-rot", "author": "a@b.c", "text": "t"}'],
+            ["trigger", "note.created", "--url", running.url, "--org", ORG, "--data",
+             '{"id": "n-rot2", "author": "a@b.c", "text": "t"}'],
+        ]  # fmt: skip
+        for command in commands:
+            done = subprocess.run(
+                [COMMAND, *command, "--allow-private-destinations"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, **rotation},
+            )
+            assert done.returncode == 0, (done.stdout, done.stderr)
+        assert [json.loads(line)["data"]["id"] for line in running.lines()] == ["n-rot", "n-rot2"]
+    finally:
+        stop(running)
+
+
 def test_bad_store_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["listen", "--secret", "s", "--store", "ftp://x"])
     assert result.exit_code == 2
@@ -210,6 +245,7 @@ def test_bad_store_is_a_usage_error() -> None:
     [
         ("postgresql://app:PW-never@127.0.0.1:1/x", "OperationalError: connection failed"),
         ("redis://:PW-never@127.0.0.1:1/0", "ConnectionError: "),
+        ("sqlite:/no-such-directory/keys.sqlite3", "OperationalError: unable to open"),
     ],
 )
 def test_an_unreachable_store_stops_listen_at_once_with_the_reason(url: str, reason: str) -> None:

@@ -206,7 +206,7 @@ def test_bad_url_is_a_usage_error() -> None:
                "--data", "{}"],
     )  # fmt: skip
     assert result.exit_code == 2
-    assert "expected an http:// or https:// URL" in result.output
+    assert "Error: endpoint URL scheme must be http or https, got 'ftp'" in result.output
 
 
 def test_connection_refused_is_a_temporary_failure(free_port: int) -> None:
@@ -278,3 +278,36 @@ def test_send_refuses_loopback_without_the_flag(server: tuple[str, Recorder], ho
     assert "permanent failure" in result.stdout
     assert "--allow-private-destinations" in result.stderr
     assert len(recorder.requests) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "secret", "message"),
+    [
+        (
+            "http://127.0.0.1:99999/webhooks",
+            SECRET,
+            "Error: invalid endpoint URL: Port out of range 0-65535",
+        ),
+        (
+            "http://127.0.0.1:9/webhooks",
+            "",
+            "Error: Invalid value for '--secret' (env var: 'SERVICE_WEBHOOKS_SECRET'): "
+            "a secret must be a non-empty str or bytes",
+        ),
+    ],
+)
+def test_the_console_script_refuses_a_bad_url_or_secret_without_a_traceback(
+    url: str, secret: str, message: str
+) -> None:
+    args = ["--org", ORG, "--event", "note.created", "--data", "{}", "--allow-private-destinations"]
+    result = subprocess.run(
+        [SCRIPT, "send", url, "--secret", secret, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == message
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""

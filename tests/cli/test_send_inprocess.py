@@ -18,7 +18,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from service_webhooks import SIGNATURE_HEADER, Secret, verify
+from service_webhooks import SIGNATURE_HEADER, Secret, SignatureMismatchError, verify
 from service_webhooks.cli import main
 
 send_module = importlib.import_module("service_webhooks.cli.send")  # not the command
@@ -194,9 +194,13 @@ def test_an_unsignable_organization_is_a_usage_error(transport: Any, org: str) -
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("http://host:port/", "Invalid value for URL: Invalid port: 'port'"),
-        ("http:///no-host", "Invalid value for URL: expected an http:// or https:// URL"),
-        ("mailto:a@b.c", "Invalid value for URL: expected an http:// or https:// URL"),
+        ("http://host:port/", "Error: invalid endpoint URL: Port could not be cast"),
+        ("http://127.0.0.1:99999/", "Error: invalid endpoint URL: Port out of range 0-65535"),
+        ("http://h.test:0/", "Error: endpoint URL port must be 1-65535"),
+        ("http:///no-host", "Error: endpoint URL has no host"),
+        ("mailto:a@b.c", "Error: endpoint URL scheme must be http or https, got 'mailto'"),
+        ("http://u:p@h.test/", "Error: endpoint URL must not carry credentials"),
+        ("http://h\x00.test/", "Invalid value for URL: Invalid non-printable ASCII character"),
     ],
 )
 def test_unusable_url_is_a_usage_error(transport: Any, url: str, message: str) -> None:
@@ -207,6 +211,53 @@ def test_unusable_url_is_a_usage_error(transport: Any, url: str, message: str) -
     assert result.exit_code == 2
     assert message in result.output
     assert requests == []
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/", "ftp://h.test/", "http:///x"])
+def test_send_and_trigger_refuse_a_url_alike(url: str) -> None:
+    sent = CliRunner().invoke(main, ["send", url, "--secret", SECRET, "--org", ORG, *event_args()])
+    triggered = CliRunner().invoke(main, ["trigger", "note.created", "--url", url, "--secret", "s"])
+    assert sent.exit_code == triggered.exit_code == 2
+    assert sent.output.splitlines()[-1] == triggered.output.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--secret", ""], {}),
+        ([], {"SERVICE_WEBHOOKS_SECRET": " \t "}),  # a list without a secret
+    ],
+)
+def test_an_empty_secret_is_a_usage_error(transport: Any, args: list[str], env: Any) -> None:
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner(env=env).invoke(main, ["send", URL, *args, "--org", ORG, *event_args()])
+    assert result.exit_code == 2
+    assert (
+        "Error: Invalid value for '--secret' (env var: 'SERVICE_WEBHOOKS_SECRET'): "
+        "a secret must be a non-empty str or bytes"
+    ) in result.output
+    assert requests == []
+
+
+def test_the_environment_signs_with_its_first_secret(transport: Any) -> None:
+    requests = transport(lambda request: httpx.Response(200))
+    env = {"SERVICE_WEBHOOKS_SECRET": "  NEW-secret\n OLD-secret "}  # rotation: newest first
+    result = CliRunner(env=env).invoke(main, ["send", URL, "--org", ORG, *event_args()])
+    assert result.exit_code == 0, result.output
+    [request] = requests
+    signature = request.headers[SIGNATURE_HEADER]
+    verify(request.content, signature, [Secret("NEW-secret")])
+    with pytest.raises(SignatureMismatchError):
+        verify(request.content, signature, [Secret("OLD-secret")])
+
+
+def test_a_secret_on_the_command_line_is_used_whole(transport: Any) -> None:
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner().invoke(
+        main, ["send", URL, "--secret", "two words", "--org", ORG, *event_args()]
+    )
+    assert result.exit_code == 0, result.output
+    verify(requests[0].content, requests[0].headers[SIGNATURE_HEADER], [Secret("two words")])
 
 
 def test_https_url_is_accepted(transport: Any) -> None:

@@ -11,10 +11,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import click
 import httpx
 import pytest
 from click.testing import CliRunner
 
+from service_webhooks import SIGNATURE_HEADER, Secret, SignatureMismatchError, verify
 from service_webhooks.cli import main
 from service_webhooks.delivery import Sender
 
@@ -172,3 +174,60 @@ def test_deliver_configuration_errors_are_usage_errors(
     assert result.exit_code == 2, result.output
     assert line in result.output
     assert requests == []
+
+
+def test_trigger_and_deliver_sign_with_the_first_secret_of_the_environment(
+    answer_with: Any, tmp_path: Path
+) -> None:
+    requests = answer_with(200)
+    events = write_events(tmp_path / "e.jsonl", {"eventName": "note.created", "data": {}})
+    env = {"SERVICE_WEBHOOKS_SECRET": "NEW-secret OLD-secret"}  # rotation: newest first
+    for args in (
+        ["trigger", "note.created", "--url", URL],
+        ["deliver", "--url", URL, "--events", str(events), "--fast"],
+    ):
+        result = CliRunner(env=env).invoke(main, args)
+        assert result.exit_code == 0, result.output
+    assert len(requests) == 2
+    for request in requests:
+        signature = request.headers[SIGNATURE_HEADER]
+        verify(request.content, signature, [Secret("NEW-secret")])
+        with pytest.raises(SignatureMismatchError):
+            verify(request.content, signature, [Secret("NEW-secret OLD-secret")])
+
+
+@pytest.mark.parametrize("command", ["trigger", "deliver"])
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["--secret", ""], {}), ([], {"SERVICE_WEBHOOKS_SECRET": "   "})],
+)
+def test_an_empty_secret_is_a_usage_error(
+    answer_with: Any, tmp_path: Path, command: str, args: list[str], env: Any
+) -> None:
+    requests = answer_with(200)
+    events = write_events(tmp_path / "e.jsonl", {"eventName": "note.created", "data": {}})
+    target = ["note.created"] if command == "trigger" else ["--events", str(events)]
+    result = CliRunner(env=env).invoke(main, [command, *target, "--url", URL, *args])
+    assert result.exit_code == 2
+    assert (
+        "Error: Invalid value for '--secret' (env var: 'SERVICE_WEBHOOKS_SECRET'): "
+        "a secret must be a non-empty str or bytes"
+    ) in result.output
+    assert requests == []
+
+
+@pytest.mark.parametrize("command", ["send", "trigger", "deliver"])
+def test_the_secret_help_says_which_secret_signs(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0
+    assert (
+        "The endpoint's signing secret. The environment variable may hold several, separated "
+        "by spaces, newest first (as for listen): the first one signs."
+    ) in " ".join(result.output.split())  # unwrapped
+
+
+def test_every_deliver_option_has_help() -> None:
+    help_text = " ".join(CliRunner().invoke(main, ["deliver", "--help"]).output.split())
+    assert "--concurrency INTEGER RANGE Most attempts in flight at once" in help_text
+    options = [param for param in deliver_module.deliver.params if isinstance(param, click.Option)]
+    assert [option.name for option in options if not option.help] == []

@@ -682,3 +682,14 @@ async def test_an_overridden_prune_step_is_called_under_asyncio(tmp_path: Path) 
         await store.aclaim(f"k{index}", "t", 60)
     store.close()
     assert steps == [False, False]  # twice, each in a worker thread
+
+
+def test_ping_creates_the_file_or_fails_at_once(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    store.ping()
+    store.close()
+    assert (tmp_path / "keys.sqlite3").exists()
+    missing = SQLiteStore(tmp_path / "no-such-directory" / "keys.sqlite3")
+    with pytest.raises(sqlite3.OperationalError, match="unable to open database file"):
+        missing.ping()
+    assert not (tmp_path / "no-such-directory").exists()

@@ -175,13 +175,16 @@ def test_the_replay_command(kit: ModuleType, flaky: Flaky) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        ([], "not both"),
-        (["abc", "--status", "5xx"], "not both"),
-        (["--since", "1h"], "--since selects"),
+        ([], "^nothing to replay: give delivery IDs, or select them with --status, --event or "),
+        (
+            ["abc", "--status", "5xx"],
+            "^give delivery IDs or --status, --event or --organization, not both$",
+        ),
+        (["--since", "1h"], "^--since selects with --status, --event or --organization$"),
         (["--status", "4xx", "--status", "5xx"], "one status class"),
         (["--status", "5xx", "--since", "yesterday"], "--since takes"),
         (["ffffffffffffffff"], "no delivery"),
-        (["not-hex"], "hex digits"),
+        (["not-hex"], "^delivery ID 'not-hex' is not a hex ID prefix$"),
     ],
 )
 def test_the_replay_command_refuses_bad_arguments(argv: list[str], message: str) -> None:

@@ -118,6 +118,33 @@ def test_bad_arguments_are_usage_errors(app: App, argv: list[str]) -> None:
     assert app.run(*argv).exit_code == 2
 
 
+FILTERS = "--status, --event or --organization"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["replay"], f"Error: nothing to replay: give delivery IDs, or select them with {FILTERS}"),
+        (["replay", "abc", "--status", "5xx"], f"Error: give delivery IDs or {FILTERS}, not both"),
+        (["replay", "--since", "1h"], f"Error: --since selects with {FILTERS}"),
+        (["replay", "zzz"], "Error: delivery ID 'zzz' is not a hex ID prefix"),
+        (["show", "not-hex"], "Error: delivery ID 'not-hex' is not a hex ID prefix"),
+    ],
+)
+def test_replay_and_show_say_what_is_wrong(app: App, argv: list[str], message: str) -> None:
+    result = app.run(*argv)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "id_prefix" not in result.output
+
+
+def test_replay_usage_shows_the_ids_are_optional_and_repeatable(app: App) -> None:
+    result = app.run("replay", "--help")
+    assert result.exit_code == 0
+    usage = " ".join(result.output.split("\n\n")[0].split())  # wrapped: the prog name is long
+    assert usage.endswith(" service-webhooks replay [OPTIONS] [ID]...")
+
+
 def test_an_app_without_an_inbox() -> None:
     app = App(SERVICE_WEBHOOKS_INBOX=False)
     result = app.run("list")

@@ -8,7 +8,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from service_webhooks.inbox.commands import every, find, replay_line, selection
+from service_webhooks.inbox.commands import (
+    check_replay_selection,
+    every,
+    find,
+    replay_line,
+    selection,
+)
 
 
 class Command(BaseCommand):
@@ -31,12 +37,13 @@ class Command(BaseCommand):
         inbox = receiver.inbox
         if inbox is None:
             raise CommandError("the project receiver keeps no inbox (INBOX is False)")
-        filters = [options["status"], options["event"], options["organization"]]
-        if options["since"] and not any(filters):
-            raise CommandError("--since selects with --status, --event or --organization")
-        if bool(options["ids"]) == any(filters):
-            raise CommandError("give delivery IDs or filters (--status, --event...), not both")
+        filters = {
+            "--status": options["status"],
+            "--event": options["event"],
+            "--organization": options["organization"],
+        }
         try:
+            check_replay_selection(options["ids"], filters, options["since"])
             if options["ids"]:
                 records = [find(inbox, prefix) for prefix in options["ids"]]
             else:
