@@ -1,7 +1,9 @@
 """``flask service-webhooks list|show|replay``: the app receiver's inbox from Flask's CLI.
 
 Added to the app by :meth:`~service_webhooks.adapters.flask.ServiceWebhooks.init_app`
-(Flask's conventions: an ``AppGroup`` on ``app.cli``); see the inbox docs page.
+(Flask's conventions: an ``AppGroup`` on ``app.cli``); see the inbox docs page. They
+print what ``service-webhooks inbox list|show|replay`` prints when piped: the same table
+lines, JSON objects and replay lines (:mod:`service_webhooks.inbox.commands`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import msgspec
 from flask import current_app
 from flask.cli import AppGroup
 
@@ -17,12 +18,15 @@ from service_webhooks import WebhookReceiver
 from service_webhooks.inbox import Inbox
 from service_webhooks.inbox.commands import (
     check_replay_selection,
+    dry_run_line,
     every,
     find,
-    record_line,
+    json_line,
     replay_line,
+    replay_total,
     selection,
     show_lines,
+    table_lines,
 )
 
 from .flask import EXTENSION_KEY
@@ -80,7 +84,7 @@ def _find(inbox: Inbox, prefix: str) -> Any:
 @click.option("--organization", help="Only this organization ID.")
 @_since
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, newest first.")
 def list_command(
     statuses: tuple[str, ...],
     event: str | None,
@@ -89,24 +93,22 @@ def list_command(
     limit: int,
     as_json: bool,
 ) -> None:
-    """List received deliveries, newest first (tab-separated)."""
+    """List received deliveries, newest first (a header line, then tab-separated rows)."""
     _, inbox = _inbox()
     page = inbox.search(_select(statuses, event, organization, since), limit=limit)
-    for record in page.items:
-        if as_json:
-            fields = msgspec.structs.asdict(record)
-            fields["body"] = record.body.decode("utf-8", "replace")
-            click.echo(msgspec.json.encode(fields).decode())
-        else:
-            click.echo(record_line(record))
+    lines = [json_line(record) for record in page.items] if as_json else table_lines(page.items)
+    for line in lines:
+        click.echo(line)
 
 
 @cli.command("show")
 @click.argument("delivery_id", metavar="ID")
-def show_command(delivery_id: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The whole record as one JSON object.")
+def show_command(delivery_id: str, as_json: bool) -> None:
     """Show one delivery (ID or a unique prefix): answer, error, replays, payload."""
     _, inbox = _inbox()
-    click.echo("\n".join(show_lines(_find(inbox, delivery_id))))
+    record = _find(inbox, delivery_id)
+    click.echo(json_line(record, full=True) if as_json else "\n".join(show_lines(record)))
 
 
 @cli.command("replay")
@@ -137,14 +139,16 @@ def replay_command(
         records = [_find(inbox, prefix) for prefix in delivery_ids]
     else:
         records = list(every(inbox, _select(statuses, event, organization, since)))[::-1]
+    if dry_run:
+        for record in records:
+            click.echo(dry_run_line(record))
+        click.echo(replay_total(len(records)), err=True)
+        return
     failed = 0
     for record in records:
-        if dry_run:
-            click.echo(f"{record.id}\t{record.event_name or '-'}\t{record.reason}\twould replay")
-            continue
         outcome = receiver.replay(record.id, force=force)
         failed += not outcome.ok
         click.echo(replay_line(record, outcome))
-    click.echo(f"{len(records)} {'would be replayed' if dry_run else 'replayed'}", err=True)
+    click.echo(replay_total(len(records), failed), err=True)
     if failed:
         raise click.ClickException(f"{failed} replay(s) did not succeed")

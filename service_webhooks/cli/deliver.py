@@ -288,15 +288,18 @@ def _endpoints_for(
     ]
 
 
-def _summary_rows(summary: Summary, events: int) -> list[tuple[str, str]]:
+def _summary_rows(summary: Summary, events: int, undelivered: int) -> list[tuple[str, str]]:
+    """The summary table: events (the file's lines) apart from deliveries (one per
+    event sent, plus each injected duplicate) and attempts (the requests made)."""
     return [
         ("events", str(events)),
+        ("events delivered", str(events - undelivered)),
         ("deliveries (incl. duplicates)", str(summary.deliveries)),
         ("duplicates injected", str(summary.duplicates)),
-        ("delivered", str(summary.delivered)),
-        ("retried", str(summary.retried)),
-        ("permanent failures", str(summary.failed)),
-        ("dead", str(summary.dead)),
+        ("deliveries succeeded", str(summary.delivered)),
+        ("deliveries retried", str(summary.retried)),
+        ("deliveries failed permanently", str(summary.failed)),
+        ("deliveries dead", str(summary.dead)),
         ("attempts", str(summary.attempts)),
         ("p50 latency", f"{summary.p50_latency * 1000:.1f} ms"),
         ("p99 latency", f"{summary.p99_latency * 1000:.1f} ms"),
@@ -420,15 +423,14 @@ def deliver(
 
     emulator = asyncio.run(run())
     summary = emulator.summary()
-    print_table(
-        console, ["metric", "value"], _summary_rows(summary, len(events)), title="Delivery summary"
-    )
+    missing = _undelivered(events, emulator, payload_version)
+    rows = _summary_rows(summary, len(events), len(missing))
+    print_table(console, ["metric", "value"], rows, title="Delivery summary")
     if any("reserved address" in e.description for e in emulator.audit):
         console.print(f"[dim]{_HINT}[/dim]")
     if audit_log is not None:
         audit_log.write_text(json.dumps(emulator.audit.to_json(), indent=1), encoding="utf-8")
         console.print(f"audit log: {audit_log} ({summary.attempts} attempts)")
-    missing = _undelivered(events, emulator, payload_version)
     if missing:
         errors = make_console(stderr=True)
         errors.print(f"[red]{len(missing)} of {len(events)} event(s) not delivered:[/red]")

@@ -13,11 +13,9 @@ Exit code: 0 on success; 1 when a record is not found or a replay did not succee
 
 from __future__ import annotations
 
-import base64
 import datetime
 import importlib
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -31,7 +29,17 @@ from rich.table import Column
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
-from service_webhooks.inbox.commands import check_replay_selection, find, replay_line
+from service_webhooks.inbox.commands import (
+    TABLE_COLUMNS,
+    check_replay_selection,
+    dry_run_line,
+    find,
+    json_line,
+    replay_line,
+    replay_total,
+    show_lines,
+    table_row,
+)
 
 from ._output import cannot_open, print_table
 from ._output import console as make_console
@@ -59,17 +67,23 @@ store_option = click.option(
 def _open(store: str, *, create: bool = False) -> Inbox:
     """The inbox at ``store``; a missing SQLite file (unless ``create``: the dashboard
     may start before its receiver) or an unreachable database is an error (exit 1) that
-    says why, never an empty inbox made on the spot."""
+    says why, never an empty inbox made on the spot. A store that keeps no inbox between
+    processes (``memory``, ``sqlite::memory:``) is a usage error (exit 2)."""
     text = store.strip()
     scheme = scheme_of(text)
     try:
-        if scheme == "sqlite" and not create:
-            path = sqlite_path(text, "inbox")
-            if path != ":memory:" and not os.path.exists(path):
-                raise click.ClickException(
-                    f"no inbox at {path}: the file does not exist (pass the --store URL "
-                    "your receiver records into)"
-                )
+        path = sqlite_path(text, "inbox") if scheme == "sqlite" else None
+        if scheme == "memory" or path == ":memory:":
+            kept = "memory store" if scheme == "memory" else "in-memory SQLite database"
+            raise click.BadParameter(
+                f"the {kept} keeps no inbox: use sqlite:PATH or postgresql://…",
+                param_hint="--store",
+            )
+        if path is not None and not create and not os.path.exists(path):
+            raise click.ClickException(
+                f"no inbox at {path}: the file does not exist (pass the --store URL "
+                "your receiver records into)"
+            )
         inbox = inbox_from_url(store, create_schema=False)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
@@ -130,56 +144,6 @@ def _query(
     )
 
 
-def _summary(record: ReceivedDelivery) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "receivedAt": record.received_at.isoformat(),
-        "organizationId": record.organization_id,
-        "eventName": record.event_name,
-        "version": record.version,
-        "status": record.status,
-        "reason": record.reason,
-        "seen": record.seen,
-        "handlerTime": record.handler_time,
-        "replays": [
-            {
-                "at": r.at.isoformat(),
-                "status": r.status,
-                "reason": r.reason,
-                "forced": r.forced,
-                "handlerTime": r.handler_time,
-                "errorType": r.error_type,
-            }
-            for r in record.replays
-        ],
-    }
-
-
-def _full(record: ReceivedDelivery) -> dict[str, Any]:
-    payload: Any = None
-    try:
-        payload = json.loads(record.body)
-    except ValueError:
-        payload = None
-    return {
-        **_summary(record),
-        "idempotencyKey": record.idempotency_key,
-        "contentType": record.content_type,
-        "userAgent": record.user_agent,
-        "detail": record.detail,
-        "errorType": record.error_type,
-        "errorMessage": record.error_message,
-        "traceback": record.traceback,
-        "payload": payload,
-        "bodyBase64": base64.b64encode(record.body).decode("ascii"),
-    }
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
-
-
 def _find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
     """The one record whose ID starts with ``prefix``: not hex is a usage error (exit 2),
     none or several an error (exit 1)."""
@@ -237,25 +201,13 @@ def list_command(
     page = _open(store).search(query, limit=limit)
     if as_json:
         for record in page.items:
-            _emit(_summary(record))
+            click.echo(json_line(record))
         return
-    rows = [
-        [
-            record.id,
-            record.received_at.strftime("%Y-%m-%d %H:%M:%S"),
-            record.organization_id,
-            f"{record.event_name or '-'} v{record.version}" if record.version else "-",
-            str(record.status),
-            record.reason,
-            str(record.seen),
-            record.replays[-1].reason if record.replays else "",
-        ]
-        for record in page.items
-    ]
     columns: list[Column | str] = [
-        Column("ID", no_wrap=True),  # whole: its first digits are the time (UUIDv7)
-        *("RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED"),
+        Column(TABLE_COLUMNS[0], no_wrap=True),  # whole: its first digits are the time
+        *TABLE_COLUMNS[1:],
     ]
+    rows = [table_row(record) for record in page.items]
     print_table(make_console(), columns, rows, title="Received deliveries")
 
 
@@ -267,43 +219,9 @@ def show(store: str, delivery_id: str, as_json: bool) -> None:
     """Show one delivery: its answer, error, replays and payload (ID may be a prefix)."""
     record = _find(_open(store), delivery_id)
     if as_json:
-        _emit(_full(record))
+        click.echo(json_line(record, full=True))
         return
-    out = make_console()
-    full = _full(record)
-    for name in (
-        "id",
-        "receivedAt",
-        "organizationId",
-        "eventName",
-        "version",
-        "idempotencyKey",
-        "status",
-        "reason",
-        "detail",
-        "seen",
-        "handlerTime",
-        "contentType",
-        "userAgent",
-        "errorType",
-        "errorMessage",
-    ):
-        if full[name] not in (None, ""):
-            out.print(f"{name}: {full[name]}", markup=False)
-    for replay in record.replays:
-        forced = " (forced)" if replay.forced else ""
-        out.print(
-            f"replay: {replay.at.isoformat()} {replay.status} {replay.reason}{forced}",
-            markup=False,
-        )
-    if record.traceback:
-        out.print("traceback:", markup=False)
-        out.print(record.traceback.rstrip(), markup=False)
-    out.print("payload:", markup=False)
-    if full["payload"] is not None:
-        out.print(json.dumps(full["payload"], indent=2, ensure_ascii=False), markup=False)
-    else:
-        out.print(record.body.decode("utf-8", "replace"), markup=False)
+    click.echo("\n".join(show_lines(record)))
 
 
 def _load_receiver(spec: str) -> WebhookReceiver:
@@ -372,8 +290,8 @@ def replay(
         records.reverse()  # oldest first: replay in arrival order
     if dry_run:
         for record in records:
-            click.echo(f"{record.id}\t{record.event_name or '-'}\t{record.reason}\twould replay")
-        click.echo(f"{len(records)} deliveries would be replayed", err=True)
+            click.echo(dry_run_line(record))
+        click.echo(replay_total(len(records)), err=True)
         return
     receiver = _load_receiver(receiver_spec)
     if receiver.inbox is None:
@@ -388,7 +306,7 @@ def replay(
             continue
         failed += not outcome.ok
         click.echo(replay_line(record, outcome))
-    click.echo(f"{len(records)} replayed, {failed} not successful", err=True)
+    click.echo(replay_total(len(records), failed), err=True)
     if failed:
         sys.exit(1)
 

@@ -1,6 +1,10 @@
 """What the inbox commands share: ``--status/--event/--organization/--since`` ->
 an :class:`InboxQuery`, what ``replay`` may be given, an ID prefix -> its record, and
-one line per record.
+what they print, so ``service-webhooks inbox``, ``flask service-webhooks`` and
+``manage.py service_webhooks_replay`` print the same: the ``list`` table
+(:data:`TABLE_COLUMNS`, :func:`table_row`, :func:`table_lines`), a record as JSON
+(:func:`record_json`, :func:`json_line`), ``show``'s text (:func:`show_lines`) and
+``replay``'s lines (:func:`replay_line`, :func:`dry_run_line`, :func:`replay_total`).
 
 Errors are :class:`ValueError` (a bad filter, selection or ID) and :class:`LookupError`
 (no such record, or a prefix matching several); each command reports them its own way.
@@ -8,11 +12,12 @@ Errors are :class:`ValueError` (a bad filter, selection or ID) and :class:`Looku
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError
 from ._base import Inbox, InboxQuery, ReceivedDelivery
@@ -21,14 +26,20 @@ if TYPE_CHECKING:
     from .._outcome import Outcome
 
 __all__ = [
+    "TABLE_COLUMNS",
     "check_replay_selection",
+    "dry_run_line",
     "every",
     "find",
+    "json_line",
     "parse_since",
-    "record_line",
+    "record_json",
     "replay_line",
+    "replay_total",
     "selection",
     "show_lines",
+    "table_lines",
+    "table_row",
 ]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -140,14 +151,86 @@ def every(inbox: Inbox, query: InboxQuery) -> Iterator[ReceivedDelivery]:
             return
 
 
-def record_line(record: ReceivedDelivery) -> str:
-    """``ID  RECEIVED  ORG  EVENT  STATUS REASON  seen=N [replayed: REASON]`` (tabs)."""
-    replayed = f"\treplayed: {record.replays[-1].reason}" if record.replays else ""
-    return (
-        f"{record.id}\t{record.received_at:%Y-%m-%d %H:%M:%S}\t{record.organization_id}\t"
-        f"{record.event_name or '-'}\t{record.status} {record.reason}\tseen={record.seen}"
-        + replayed
-    )
+TABLE_COLUMNS = ("ID", "RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SEEN", "REPLAYED")
+"""The headers of ``list``'s table, one per :func:`table_row` cell."""
+
+
+def table_row(record: ReceivedDelivery) -> list[str]:
+    """One record's cells under :data:`TABLE_COLUMNS`: the whole ID (its first digits
+    are the time), ``EVENT vN`` (``-`` without a version), the last replay's reason."""
+    return [
+        record.id,
+        f"{record.received_at:%Y-%m-%d %H:%M:%S}",
+        record.organization_id,
+        f"{record.event_name or '-'} v{record.version}" if record.version else "-",
+        str(record.status),
+        record.reason,
+        str(record.seen),
+        record.replays[-1].reason if record.replays else "",
+    ]
+
+
+def table_lines(records: Iterable[ReceivedDelivery]) -> list[str]:
+    """``list``'s table as plain text: the header line, then one line per record, cells
+    separated by tabs (a tab inside a cell becomes a space)."""
+    rows = [list(TABLE_COLUMNS), *(table_row(record) for record in records)]
+    return ["\t".join(cell.replace("\t", " ") for cell in row) for row in rows]
+
+
+def record_json(record: ReceivedDelivery, *, full: bool = False) -> dict[str, Any]:
+    """A record as the JSON object the commands print (camelCase names).
+
+    ``list --json`` prints the summary: ``id``, ``receivedAt``, ``organizationId``,
+    ``eventName``, ``version``, ``status``, ``reason``, ``seen``, ``handlerTime`` and
+    ``replays``. ``show --json`` (``full``) adds ``idempotencyKey``, ``contentType``,
+    ``userAgent``, ``detail``, ``errorType``, ``errorMessage``, ``traceback``,
+    ``payload`` (the decoded body, ``None`` when it is not JSON) and ``bodyBase64``.
+    """
+    summary: dict[str, Any] = {
+        "id": record.id,
+        "receivedAt": record.received_at.isoformat(),
+        "organizationId": record.organization_id,
+        "eventName": record.event_name,
+        "version": record.version,
+        "status": record.status,
+        "reason": record.reason,
+        "seen": record.seen,
+        "handlerTime": record.handler_time,
+        "replays": [
+            {
+                "at": replay.at.isoformat(),
+                "status": replay.status,
+                "reason": replay.reason,
+                "forced": replay.forced,
+                "handlerTime": replay.handler_time,
+                "errorType": replay.error_type,
+            }
+            for replay in record.replays
+        ],
+    }
+    if not full:
+        return summary
+    try:
+        payload: Any = json.loads(record.body)
+    except ValueError:
+        payload = None
+    return {
+        **summary,
+        "idempotencyKey": record.idempotency_key,
+        "contentType": record.content_type,
+        "userAgent": record.user_agent,
+        "detail": record.detail,
+        "errorType": record.error_type,
+        "errorMessage": record.error_message,
+        "traceback": record.traceback,
+        "payload": payload,
+        "bodyBase64": base64.b64encode(record.body).decode("ascii"),
+    }
+
+
+def json_line(record: ReceivedDelivery, *, full: bool = False) -> str:
+    """:func:`record_json` as one line of JSON (non-ASCII kept as is)."""
+    return json.dumps(record_json(record, full=full), ensure_ascii=False)
 
 
 def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:
@@ -158,36 +241,51 @@ def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:
     )
 
 
+def dry_run_line(record: ReceivedDelivery) -> str:
+    """``ID  EVENT  REASON  would replay`` (tabs): what ``replay --dry-run`` prints."""
+    return f"{record.id}\t{record.event_name or '-'}\t{record.reason}\twould replay"
+
+
+def replay_total(replayed: int, failed: int | None = None) -> str:
+    """The last line of ``replay`` (on stderr): ``N replayed, F not successful``, or, for
+    a dry run (``failed`` is ``None``), ``N deliveries would be replayed``."""
+    if failed is None:
+        return f"{replayed} deliveries would be replayed"
+    return f"{replayed} replayed, {failed} not successful"
+
+
 def show_lines(record: ReceivedDelivery) -> list[str]:
-    """One record as text: its fields, replays, traceback and pretty-printed payload."""
+    """One record as text: its fields (named as in :func:`record_json`, empty ones left
+    out), replays, traceback and the payload, pretty-printed when it is JSON."""
+    fields = record_json(record, full=True)
     lines = [
-        f"{name}: {value}"
-        for name, value in (
-            ("id", record.id),
-            ("received_at", record.received_at.isoformat()),
-            ("organization_id", record.organization_id),
-            ("event_name", record.event_name),
-            ("version", record.version),
-            ("idempotency_key", record.idempotency_key),
-            ("status", record.status),
-            ("reason", record.reason),
-            ("detail", record.detail),
-            ("seen", record.seen),
-            ("handler_time", record.handler_time),
-            ("content_type", record.content_type),
-            ("user_agent", record.user_agent),
-            ("error_type", record.error_type),
-            ("error_message", record.error_message),
+        f"{name}: {fields[name]}"
+        for name in (
+            "id",
+            "receivedAt",
+            "organizationId",
+            "eventName",
+            "version",
+            "idempotencyKey",
+            "status",
+            "reason",
+            "detail",
+            "seen",
+            "handlerTime",
+            "contentType",
+            "userAgent",
+            "errorType",
+            "errorMessage",
         )
-        if value not in (None, "")
+        if fields[name] not in (None, "")
     ]
     for replay in record.replays:
         forced = " (forced)" if replay.forced else ""
         lines.append(f"replay: {replay.at.isoformat()} {replay.status} {replay.reason}{forced}")
     if record.traceback:
         lines += ["traceback:", record.traceback.rstrip()]
-    try:
-        payload = json.dumps(json.loads(record.body), indent=2, ensure_ascii=False)
-    except ValueError:
+    if fields["payload"] is not None:
+        payload = json.dumps(fields["payload"], indent=2, ensure_ascii=False)
+    else:
         payload = record.body.decode("utf-8", "replace")
     return [*lines, "payload:", payload]

@@ -210,6 +210,33 @@ def test_a_missing_sqlite_file_is_an_error_not_an_empty_inbox(
     assert not path.exists()
 
 
+@pytest.mark.parametrize(
+    ("store", "kept"),
+    [("memory", "memory store"), ("sqlite::memory:", "in-memory SQLite database")],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["list", "--json"],
+        ["show", "0123"],
+        ["replay", "0123", "--receiver", "x:receiver"],
+        ["replay", "--status", "5xx", "--dry-run", "--receiver", "x:receiver"],
+        ["prune", "--all"],
+    ],
+)
+def test_a_store_that_keeps_no_inbox_is_a_usage_error(
+    store: str, kept: str, command: list[str]
+) -> None:
+    """Not an empty table and exit 0: nothing a receiver recorded can be read there."""
+    result = run(*command, "--store", store, code=2)
+    assert result.stdout == ""
+    assert (
+        f"Error: Invalid value for --store: the {kept} keeps no inbox: use sqlite:PATH or "
+        "postgresql://…"
+    ) in result.stderr
+
+
 # --- show --------------------------------------------------------------------------
 
 
@@ -475,6 +502,14 @@ def test_serve_refuses_a_reachable_host_without_credentials(
 ) -> None:
     result = run("serve", "--store", "sqlite:unused.sqlite3", "--host", host, code=2)
     assert f"--host {host} is reachable from other machines" in result.stderr
+    assert served == []
+
+
+def test_serve_refuses_a_store_that_keeps_no_inbox(
+    served: list[tuple[Any, dict[str, Any]]],
+) -> None:
+    result = run("serve", "--store", "memory", "--basic-auth", "u:p", code=2)
+    assert "the memory store keeps no inbox" in result.stderr
     assert served == []
 
 

@@ -117,8 +117,8 @@ def test_deliver_summary_and_audit_log(status_server: Any, tmp_path: Path) -> No
     assert len(rows) == sent > 30
     assert {row["result"] for row in rows} == {"success"}
     assert "metric\tvalue" in result.output  # plain lines when piped
-    assert re.search(rf"^delivered\t{sent}$", result.output, re.M)
-    assert re.search(r"^dead\t0$", result.output, re.M)
+    assert re.search(rf"^deliveries succeeded\t{sent}$", result.output, re.M)
+    assert re.search(r"^deliveries dead\t0$", result.output, re.M)
     assert "p99 latency" in result.output
 
 

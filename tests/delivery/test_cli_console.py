@@ -67,7 +67,7 @@ def test_deliver_two_subcategories_of_one_organization(status_server: Any, tmp_p
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"^events\t3$", result.stdout, re.M)
     assert re.search(r"^deliveries \(incl\. duplicates\)\t3$", result.stdout, re.M)
-    assert re.search(r"^delivered\t3$", result.stdout, re.M)
+    assert re.search(r"^deliveries succeeded\t3$", result.stdout, re.M)
     assert len(app.requests) - before == 3
 
 

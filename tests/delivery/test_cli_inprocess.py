@@ -112,7 +112,7 @@ def test_deliver_uses_ids_orgs_and_subcategories_from_the_file(
     assert result.exit_code == 0, result.output
     assert f"audit log: {audit} (3 attempts)" in result.output
     assert re.search(r"^events\t3$", result.output, re.M)
-    assert re.search(r"^delivered\t3$", result.output, re.M)
+    assert re.search(r"^deliveries succeeded\t3$", result.output, re.M)
     organizations = sorted(r.headers["service-signature"].split(",")[0] for r in requests)
     assert organizations == ["o:o-A", "o:o-B", "o:o-B"]
     bodies = [json.loads(r.content) for r in requests]
@@ -137,9 +137,45 @@ def test_deliver_with_failures_exits_1_without_an_audit_log(
     )
     result = run("deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast")
     assert result.exit_code == 1
-    assert re.search(r"^delivered\t1$", result.output, re.M)
-    assert re.search(r"^permanent failures\t1$", result.output, re.M)
+    assert re.search(r"^deliveries succeeded\t1$", result.output, re.M)
+    assert re.search(r"^deliveries failed permanently\t1$", result.output, re.M)
     assert "audit log" not in result.output
+
+
+def test_deliver_summary_counts_events_apart_from_deliveries(
+    answer_with: Any, tmp_path: Path
+) -> None:
+    """One event of 4 is not sent (a version the endpoint is not configured for) and the
+    3 sent are each sent twice: the table counts 3 of 4 events delivered, as stderr says,
+    and 6 deliveries succeeded."""
+    requests = answer_with(200)
+    note = {"eventName": "note.created", "version": 1}
+    events = write_events(
+        tmp_path / "events.jsonl",
+        *({**note, "data": {"id": f"n-{n}"}} for n in range(3)),
+        {**note, "version": 2, "data": {"id": "n-v2"}, "id": "v2"},
+    )
+    result = CliRunner().invoke(
+        main,
+        ["deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast",
+         "--duplicates", "1", "--seed", "1"],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    rows = dict(line.split("\t") for line in result.stdout.splitlines()[1:] if "\t" in line)
+    assert {name: rows[name] for name in list(rows)[:9]} == {
+        "events": "4",
+        "events delivered": "3",
+        "deliveries (incl. duplicates)": "6",
+        "duplicates injected": "3",
+        "deliveries succeeded": "6",
+        "deliveries retried": "0",
+        "deliveries failed permanently": "0",
+        "deliveries dead": "0",
+        "attempts": "6",
+    }
+    assert len(requests) == 6
+    assert "1 of 4 event(s) not delivered" in result.stderr
+    assert re.search(r"^line 4: note\.created v2 id v2: not sent", result.stderr, re.M)
 
 
 def test_deliver_refused_destination_prints_the_hint(tmp_path: Path) -> None:

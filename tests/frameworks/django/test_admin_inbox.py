@@ -147,19 +147,22 @@ def test_the_replay_command(kit: ModuleType, flaky: Flaky) -> None:
     body = kit.envelope("test.flaky")
     assert deliver(kit, body) == 500
     record_id = recorded(body).id
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     call_command("service_webhooks_replay", "--status", "handler_failed", "--event",
-                 "test.flaky", "--dry-run", stdout=out, stderr=io.StringIO())  # fmt: skip
-    assert record_id in out.getvalue()
+                 "test.flaky", "--dry-run", stdout=out, stderr=err)  # fmt: skip
+    lines = out.getvalue().splitlines()  # those of `service-webhooks inbox replay --dry-run`
+    assert lines[-1] == f"{record_id}\ttest.flaky\thandler_failed\twould replay"  # oldest first
+    assert err.getvalue() == f"{len(lines)} deliveries would be replayed\n"
     assert len(flaky.runs) == 1  # a dry run runs nothing
 
     with pytest.raises(CommandError, match="did not succeed"):  # still broken
         call_command("service_webhooks_replay", record_id[:16], stdout=io.StringIO(),
                      stderr=io.StringIO())  # fmt: skip
     flaky.fixed = True
-    out = io.StringIO()
-    call_command("service_webhooks_replay", record_id, stdout=out, stderr=io.StringIO())
-    assert f"{record_id}\ttest.flaky\thandler_failed -> 200 processed" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    call_command("service_webhooks_replay", record_id, stdout=out, stderr=err)
+    assert out.getvalue() == f"{record_id}\ttest.flaky\thandler_failed -> 200 processed\n"
+    assert err.getvalue() == "1 replayed, 0 not successful\n"
     out = io.StringIO()
     call_command("service_webhooks_replay", record_id, stdout=out, stderr=io.StringIO())
     assert "200 duplicate" in out.getvalue()

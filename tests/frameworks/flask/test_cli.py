@@ -1,17 +1,22 @@
-"""``flask service-webhooks list|show|replay`` through ``app.test_cli_runner()``."""
+"""``flask service-webhooks list|show|replay`` through ``app.test_cli_runner()``: they
+print what ``service-webhooks inbox list|show|replay`` prints."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from flask import Flask
 
 from service_webhooks import Event, sign
 from service_webhooks.adapters.flask import CONFIG_KEYS, ServiceWebhooks
-from service_webhooks.inbox import MemoryInbox
+from service_webhooks.cli import main
+from service_webhooks.inbox import MemoryInbox, SQLiteInbox
 
 SECRET = "whsec-flask-cli-0123456789abcdef0123456789abcdef"
 
@@ -24,10 +29,10 @@ def envelope(name: str, **data: object) -> bytes:
 class App:
     """An app whose ``note.created`` handler raises until ``fixed``, with a memory inbox."""
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, inbox: Any = None, **config: Any) -> None:
         self.runs: list[str] = []
         self.fixed = False
-        self.inbox = MemoryInbox()
+        self.inbox = MemoryInbox() if inbox is None else inbox
         webhooks = ServiceWebhooks()
         webhooks.on("note.created")(self.handler)
         self.app = Flask(__name__)
@@ -79,8 +84,8 @@ def test_list_show_and_replay(app: App) -> None:
     assert listing.exit_code == 0, listing.output
     assert listing.output.index("unhandled") < listing.output.index(first.id)  # newest first
     only_5xx = app.run("list", "--status", "5xx", "--event", "note.created", "--since", "1h")
-    assert only_5xx.output.strip().split("\t")[0] == first.id
-    assert app.run("list", "--organization", "o-other").output == ""
+    assert only_5xx.output.splitlines()[1].split("\t")[0] == first.id
+    assert app.run("list", "--organization", "o-other").output == HEADER + "\n"
     as_json = json.loads(app.run("list", "--status", "handler_failed", "--json").output)
     assert (as_json["id"], as_json["reason"]) == (first.id, "handler_failed")
 
@@ -92,16 +97,95 @@ def test_list_show_and_replay(app: App) -> None:
 
     dry = app.run("replay", "--status", "handler_failed", "--dry-run")
     assert (dry.exit_code, len(app.runs)) == (0, 1)
-    assert first.id in dry.output
+    assert dry.stdout == f"{first.id}\tnote.created\thandler_failed\twould replay\n"
+    assert dry.stderr == "1 deliveries would be replayed\n"
     assert app.run("replay", first.id).exit_code == 1  # still broken: not successful
     app.fixed = True
     replayed = app.run("replay", first.id)
     assert replayed.exit_code == 0, replayed.output
-    assert f"{first.id}\tnote.created\thandler_failed -> 200 processed" in replayed.output
+    assert replayed.stdout == f"{first.id}\tnote.created\thandler_failed -> 200 processed\n"
+    assert replayed.stderr == "1 replayed, 0 not successful\n"
     assert len(app.runs) == 3
     record = app.inbox.get(first.id)
     assert record is not None
     assert [r.reason for r in record.replays] == ["handler_failed", "processed"]
+
+
+HEADER = "ID\tRECEIVED (UTC)\tORG\tEVENT\tSTATUS\tREASON\tSEEN\tREPLAYED"
+LIST_FIELDS = [
+    "id", "receivedAt", "organizationId", "eventName", "version", "status", "reason", "seen",
+    "handlerTime", "replays",
+]  # fmt: skip
+SHOW_FIELDS = [
+    *LIST_FIELDS, "idempotencyKey", "contentType", "userAgent", "detail", "errorType",
+    "errorMessage", "traceback", "payload", "bodyBase64",
+]  # fmt: skip
+
+
+def test_list_and_show_print_the_documented_table_and_json(app: App) -> None:
+    body = envelope("note.created", text="é")
+    assert app.deliver(body) == 500
+    [record] = app.inbox.search().items
+
+    listing = app.run("list")
+    assert listing.exit_code == 0, listing.output
+    header, row = listing.output.splitlines()
+    assert header == HEADER
+    assert row.split("\t") == [
+        record.id, f"{record.received_at:%Y-%m-%d %H:%M:%S}", "o-1", "note.created v1", "500",
+        "handler_failed", "1", "",
+    ]  # fmt: skip
+
+    listed = app.run("list", "--json")
+    assert listed.exit_code == 0, listed.output
+    fields = json.loads(listed.output)
+    assert list(fields) == LIST_FIELDS  # camelCase, as documented; no body
+    assert (fields["receivedAt"], fields["organizationId"]) == (
+        record.received_at.isoformat(), "o-1",
+    )  # fmt: skip
+
+    shown = app.run("show", record.id[:20], "--json")
+    assert shown.exit_code == 0, shown.output
+    fields = json.loads(shown.output)
+    assert list(fields) == SHOW_FIELDS
+    assert base64.b64decode(fields["bodyBase64"]) == body
+    assert fields["payload"]["data"]["text"] == "é"
+    assert fields["errorMessage"] == "a bug in the handler"
+
+    text = app.run("show", record.id).output.splitlines()
+    assert text[:3] == [f"id: {record.id}", f"receivedAt: {record.received_at.isoformat()}",
+                        "organizationId: o-1"]  # fmt: skip
+    assert "errorType: RuntimeError" in text
+
+
+def test_the_flask_commands_print_what_the_console_script_prints(tmp_path: Path) -> None:
+    """The same inbox, read by ``flask service-webhooks`` and by ``service-webhooks inbox``
+    (piped: the table's plain lines): the same output, byte for byte."""
+    path = tmp_path / "inbox.sqlite3"
+    app = App(SQLiteInbox(str(path)))
+    assert app.deliver(envelope("note.created")) == 500
+    assert app.deliver(envelope("segment.trend_alert")) == 200
+    app.fixed = True
+    [failed] = app.inbox.search().items[1:]
+    assert app.run("replay", failed.id).exit_code == 0
+    store = ["--store", f"sqlite:{path}"]
+    for argv in (
+        ["list"],
+        ["list", "--json"],
+        ["list", "--status", "5xx", "--json"],
+        ["show", failed.id[:20]],
+        ["show", failed.id[:20], "--json"],
+    ):
+        flask = app.run(*argv)
+        console = CliRunner().invoke(main, ["inbox", *argv, *store])
+        assert (flask.exit_code, console.exit_code) == (0, 0), (flask.output, console.output)
+        assert flask.stdout == console.stdout, argv
+    assert app.run("list").stdout.splitlines()[0] == HEADER
+    dry = ["replay", "--status", "5xx", "--dry-run"]
+    flask = app.run(*dry)
+    console = CliRunner().invoke(main, ["inbox", *dry, *store, "--receiver", "unused:r"])
+    assert (flask.stdout, flask.stderr) == (console.stdout, console.stderr)
+    assert flask.stdout.endswith("\twould replay\n")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """``manage.py service_webhooks_replay (ID... | --status S [--since D]) [--event E]
 [--organization O] [--force] [--dry-run]``: run the project receiver's handlers again
-on received deliveries (its inbox), as ``service-webhooks inbox replay`` does."""
+on received deliveries (its inbox), as ``service-webhooks inbox replay`` does, with the
+same lines."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from service_webhooks.inbox.commands import (
     check_replay_selection,
+    dry_run_line,
     every,
     find,
     replay_line,
+    replay_total,
     selection,
 )
 
@@ -53,15 +56,16 @@ class Command(BaseCommand):
                 records = list(every(inbox, query))[::-1]  # oldest first: arrival order
         except (ValueError, LookupError) as error:
             raise CommandError(str(error)) from error
+        if options["dry_run"]:
+            for record in records:
+                self.stdout.write(dry_run_line(record))
+            self.stderr.write(replay_total(len(records)))
+            return
         failed = 0
         for record in records:
-            if options["dry_run"]:
-                self.stdout.write(f"{record.id}\t{record.event_name or '-'}\t{record.reason}")
-                continue
             outcome = receiver.replay(record.id, force=options["force"])
             failed += not outcome.ok
             self.stdout.write(replay_line(record, outcome))
-        verb = "would be replayed" if options["dry_run"] else f"replayed, {failed} not successful"
-        self.stderr.write(f"{len(records)} {verb}")
+        self.stderr.write(replay_total(len(records), failed))
         if failed:
             raise CommandError(f"{failed} replay(s) did not succeed", returncode=1)
