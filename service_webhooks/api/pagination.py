@@ -13,12 +13,14 @@ Rules:
 - A token already used in this iteration raises :class:`~.errors.PaginationError`
   instead of looping.
 - One page is held at a time: iterating 10,000 operations keeps memory flat.
+- A pager is its own iterator (``iter(pager) is pager``): leaving a loop and iterating
+  again resumes at the next item, which may be in the page already held.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from ._core import Call
 from .errors import PaginationError
@@ -105,16 +107,22 @@ class Pager(Generic[PageT, ItemU]):
     """Iterates every resource of a listing, fetching one page at a time (sync).
 
     ``for item in pager`` yields resources; :meth:`pages` yields whole pages. A pager
-    is single-use, like a generator.
+    is single-use, like a generator: it is its own iterator (``iter(pager) is
+    pager``), so breaking out of a loop and iterating again (or calling ``next``)
+    resumes at the next item, never skipping or repeating one. Once exhausted it stays
+    exhausted.
 
     Raises (while iterating):
         APIError: Any error of the request (see :mod:`.errors`), including
-            :class:`~.errors.PaginationError` for a repeated token.
+            :class:`~.errors.PaginationError` for a repeated token (which ends the
+            iteration). After any other error, iterating again asks for the same page.
     """
 
     def __init__(self, fetch: Callable[[Call], PageT], cursor: Cursor) -> None:
         self._fetch = fetch
         self._cursor = cursor
+        self._items: Sequence[ItemU] = ()  # the held page's items
+        self._next = 0  # index in ``_items`` of the next item to yield
 
     @property
     def limit(self) -> int | None:
@@ -131,33 +139,59 @@ class Pager(Generic[PageT, ItemU]):
         return self._cursor.pages
 
     def pages(self) -> Iterator[PageT]:
-        """Yield each page until the next token is empty."""
+        """Yield each page not yet fetched, until the next token is empty.
+
+        Raises:
+            RuntimeError: Items of the page held are still to be yielded (the item
+                iteration stopped mid-page); finish them with ``next`` or a loop first.
+        """
         cursor = self._cursor
         while not cursor.done:
+            _check_no_items_left(self._items, self._next)
             call = cursor.call()
             page = self._fetch(call)
             cursor.advance(call, page.next_pagination_token)
+            self._items, self._next = (), 0
             yield page
 
-    def __iter__(self) -> Iterator[ItemU]:
-        for page in self.pages():
-            yield from page.items
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> ItemU:
+        while self._next >= len(self._items):
+            cursor = self._cursor
+            if cursor.done:
+                self._items, self._next = (), 0
+                raise StopIteration
+            call = cursor.call()
+            page = self._fetch(call)
+            cursor.advance(call, page.next_pagination_token)
+            self._items, self._next = page.items, 0
+        item = self._items[self._next]
+        self._next += 1
+        return item
 
 
 class AsyncPager(Generic[PageT, ItemU]):
     """Iterates every resource of a listing, fetching one page at a time (async).
 
     ``async for item in pager`` yields resources; :meth:`pages` yields whole pages.
-    Single-use, like an async generator.
+    Single-use, like an async generator: it is its own async iterator
+    (``aiter(pager) is pager``), so breaking out of a loop and iterating again (or
+    awaiting ``anext``) resumes at the next item, never skipping or repeating one.
+    Once exhausted it stays exhausted.
 
     Raises (while iterating):
         APIError: Any error of the request (see :mod:`.errors`), including
-            :class:`~.errors.PaginationError` for a repeated token.
+            :class:`~.errors.PaginationError` for a repeated token (which ends the
+            iteration). After any other error, iterating again asks for the same page.
     """
 
     def __init__(self, fetch: Callable[[Call], Awaitable[PageT]], cursor: Cursor) -> None:
         self._fetch = fetch
         self._cursor = cursor
+        self._items: Sequence[ItemU] = ()  # the held page's items
+        self._next = 0  # index in ``_items`` of the next item to yield
 
     @property
     def limit(self) -> int | None:
@@ -174,15 +208,42 @@ class AsyncPager(Generic[PageT, ItemU]):
         return self._cursor.pages
 
     async def pages(self) -> AsyncIterator[PageT]:
-        """Yield each page until the next token is empty."""
+        """Yield each page not yet fetched, until the next token is empty.
+
+        Raises:
+            RuntimeError: Items of the page held are still to be yielded (the item
+                iteration stopped mid-page); finish them with ``anext`` or a loop first.
+        """
         cursor = self._cursor
         while not cursor.done:
+            _check_no_items_left(self._items, self._next)
             call = cursor.call()
             page = await self._fetch(call)
             cursor.advance(call, page.next_pagination_token)
+            self._items, self._next = (), 0
             yield page
 
-    async def __aiter__(self) -> AsyncIterator[ItemU]:
-        async for page in self.pages():
-            for item in page.items:
-                yield item
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ItemU:
+        while self._next >= len(self._items):
+            cursor = self._cursor
+            if cursor.done:
+                self._items, self._next = (), 0
+                raise StopAsyncIteration
+            call = cursor.call()
+            page = await self._fetch(call)
+            cursor.advance(call, page.next_pagination_token)
+            self._items, self._next = page.items, 0
+        item = self._items[self._next]
+        self._next += 1
+        return item
+
+
+def _check_no_items_left(items: Sequence[Any], next_index: int) -> None:
+    if next_index < len(items):
+        raise RuntimeError(
+            f"{len(items) - next_index} item(s) of the current page are still to be "
+            "iterated; finish them before asking for whole pages"
+        )

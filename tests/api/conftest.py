@@ -128,6 +128,46 @@ class Bound:
             return [item async for item in pager]
         return list(pager)
 
+    @property
+    def stop(self) -> type[Exception]:
+        """What the pagers' ``next`` raises when exhausted, for this client's flavour."""
+        return StopAsyncIteration if isinstance(self.client, AsyncClient) else StopIteration
+
+    def iterator(self, pager: Any) -> Any:
+        """``aiter(pager)`` or ``iter(pager)``."""
+        if isinstance(self.client, AsyncClient):
+            return aiter(pager)
+        return iter(pager)
+
+    async def next_or_stop(self, pager: Any) -> Any:
+        """``anext(pager)`` or ``next(pager)``; the exception class if it raised :attr:`stop`."""
+        if isinstance(self.client, AsyncClient):
+            try:
+                return await anext(pager)
+            except StopAsyncIteration:
+                return StopAsyncIteration
+        try:
+            return next(pager)
+        except StopIteration:
+            return StopIteration
+
+    async def take(self, pager: Any, count: int) -> list[Any]:
+        """Up to ``count`` items of ``pager``, by a loop left with ``break``."""
+        taken: list[Any] = []
+        if count <= 0:
+            return taken
+        if isinstance(self.client, AsyncClient):
+            async for item in pager:
+                taken.append(item)
+                if len(taken) == count:
+                    break
+        else:
+            for item in pager:
+                taken.append(item)
+                if len(taken) == count:
+                    break
+        return taken
+
 
 class Api(Bound):
     """The default client of a driver, plus the driver's fake and recorded sleeps."""
