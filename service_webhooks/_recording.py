@@ -401,7 +401,7 @@ def _storable_version(version: int | None) -> int | None:
 def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:
     """503: the delivery could not be recorded, so the service must send it again."""
     logger.error(
-        "service_webhooks: could not record a %s delivery in the inbox (%s); answered 503",
+        "service_webhooks: could not record a delivery answered %s in the inbox (%s); answered 503",
         outcome.reason,
         type(error).__name__,
     )

@@ -26,6 +26,22 @@ def test_django_fragments_import_what_they_use(page: str) -> None:
     assert re.search(r"from django\.urls import .*\bpath\b", fragment)
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/django.md", "docs/dashboard.md"])
+def test_every_page_naming_a_django_name_says_where_it_is_imported_from(page: str) -> None:
+    """``webhook_view`` and ``DjangoInbox`` are not in the app package's ``__all__``
+    (importing them from it raises ImportError): a page calling one names its module,
+    in an import or as a dotted path, and the module defines it."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    for name in ("webhook_view", "DjangoInbox"):
+        if not re.search(rf"\b{name}\(", text):
+            continue
+        module = r"service_webhooks\.adapters\.django\.(\w+)"
+        found = re.search(rf"from {module} import {name}\b|{module}\.{name}\b", text)
+        assert found, f"{page} uses {name}() without its import"
+        source = ROOT / "adapters" / "django" / f"{found[1] or found[2]}.py"
+        assert re.search(rf"^(def|class) {name}\b", source.read_text(encoding="utf-8"), re.M)
+
+
 @pytest.mark.parametrize(
     "page",
     ["README.md", "docs/index.md", "docs/django.md", "examples/django_project/notes/webhooks.py"],

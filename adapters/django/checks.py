@@ -106,11 +106,13 @@ def check_delivery_urls(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     for url in sorted(set(_delivery_urls(get_resolver().url_patterns, ""))):
         bare = url.rstrip("/")
         missing = [spelling for spelling in (bare, bare + "/") if not _routed(spelling)]
-        if bare and missing:
+        routed = [spelling for spelling in (bare, bare + "/") if spelling not in missing]
+        if bare and missing:  # name the spelling routed (if any), then those that are not
             found.append(
                 checks.Warning(
-                    f"The webhook URL {bare!r} is not answered as {missing[0]!r}; the service "
-                    "follows no redirect, so deliveries sent there would fail.",
+                    f"The webhook URL {(routed or [url])[0]!r} is not answered as "
+                    f"{' nor as '.join(map(repr, missing))}; the service follows no redirect, "
+                    "so deliveries sent there would fail.",
                     hint='Include it as path("webhooks", include('
                     '"service_webhooks.adapters.django.urls")) (no trailing slash), or route '
                     'both spellings with re_path(r"^webhooks/?$", webhook_view()).',

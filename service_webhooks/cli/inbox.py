@@ -13,12 +13,14 @@ Exit code: 0 on success; 1 when a record is not found or a replay did not succee
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib
 import ipaddress
 import os
 import re
 import secrets
+import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -28,7 +30,16 @@ from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
-from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
+from service_webhooks.inbox import (
+    Inbox,
+    InboxPage,
+    InboxQuery,
+    ReceivedDelivery,
+    SQLiteInbox,
+    SyncInbox,
+    inbox_from_url,
+)
+from service_webhooks.inbox.backend import DEFAULT_PAGE_SIZE
 from service_webhooks.inbox.commands import (
     TABLE_COLUMNS,
     check_replay_selection,
@@ -40,6 +51,7 @@ from service_webhooks.inbox.commands import (
     show_lines,
     table_row,
 )
+from service_webhooks.stores import redact_url
 
 from ._output import cannot_open, print_table
 from ._output import console as make_console
@@ -64,11 +76,16 @@ store_option = click.option(
 )
 
 
-def _open(store: str, *, create: bool = False) -> Inbox:
+def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
     """The inbox at ``store``; a missing SQLite file (unless ``create``: the dashboard
     may start before its receiver) or an unreachable database is an error (exit 1) that
     says why, never an empty inbox made on the spot. A store that keeps no inbox between
-    processes (``memory``, ``sqlite::memory:``) is a usage error (exit 2)."""
+    processes (``memory``, ``sqlite::memory:``) is a usage error (exit 2).
+
+    Only ``schema`` (``replay``) creates the inbox's table in an existing database. Else
+    a database without it (another application's, e.g. a Django project's
+    ``db.sqlite3``) is left as it is: an error (exit 1), or with ``create`` (``serve``)
+    a note and an inbox shown empty until a receiver creates its table."""
     text = store.strip()
     scheme = scheme_of(text)
     try:
@@ -87,17 +104,98 @@ def _open(store: str, *, create: bool = False) -> Inbox:
         inbox = inbox_from_url(store, create_schema=False)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
-    if scheme not in POSTGRES_SCHEMES:
-        return inbox
-    from service_webhooks.inbox import PostgresInbox  # psycopg: installed, since it opened
-
+    if path is not None and not os.path.exists(path):
+        return inbox  # serve: a new file, made with the table on the first page
     try:
-        if isinstance(inbox, PostgresInbox):
-            inbox.ping()  # libpq's own reason at once, not the pool's timeout
-            inbox.create_schema()
-    except Exception as error:  # the database is unreachable or refused
+        if scheme in POSTGRES_SCHEMES:
+            from service_webhooks.inbox import PostgresInbox  # psycopg: installed, it opened
+
+            if isinstance(inbox, PostgresInbox):
+                inbox.ping()  # libpq's own reason at once, not the pool's timeout
+                if schema:
+                    inbox.create_schema()
+        if schema or _has_table(inbox):
+            return inbox
+    except Exception as error:  # the database is unreachable, refused, or not one
         raise cannot_open("inbox", store, error) from error
-    return inbox
+    where = path if path is not None else redact_url(text)
+    table = getattr(inbox, "table", "inbox")
+    if not create:
+        raise click.ClickException(
+            f"no inbox in {where}: it has no {table} table (pass the --store URL your "
+            "receiver records into; a Django project keeps its inbox in its own database "
+            "table: see its admin)"
+        )
+    click.echo(
+        f"note: {where} has no {table} table yet: the dashboard shows no delivery until "
+        "a receiver records one there",
+        err=True,
+    )
+    return _Unrecorded(inbox)
+
+
+def _has_table(inbox: Inbox) -> bool:
+    """Whether the database of ``inbox`` (SQLite or PostgreSQL) has its table, asked
+    without changing the database (the SQLite file is opened read-only)."""
+    if isinstance(inbox, SQLiteInbox):
+        uri = inbox.path.absolute().as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+            found = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (inbox.table,)
+            ).fetchone()
+        return found is not None
+    from service_webhooks.inbox import PostgresInbox
+
+    if isinstance(inbox, PostgresInbox):
+        rows = inbox._query("SELECT to_regclass(%s) IS NOT NULL", [inbox.table])
+        return bool(rows[0][0])
+    return True
+
+
+class _Unrecorded(SyncInbox):
+    """``serve``'s inbox in a database without the inbox's table: empty, never creating
+    the table, until a receiver has created it (asked again on each page)."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        super().__init__()
+        self._inbox = inbox
+        self._made = False
+
+    def _target(self) -> Inbox | None:
+        self._made = self._made or _has_table(self._inbox)
+        return self._inbox if self._made else None
+
+    def get(self, delivery_id: str) -> ReceivedDelivery | None:
+        inbox = self._target()
+        return None if inbox is None else inbox.get(delivery_id)
+
+    def search(
+        self,
+        query: InboxQuery | None = None,
+        *,
+        limit: int = DEFAULT_PAGE_SIZE,
+        cursor: str | None = None,
+    ) -> InboxPage:
+        inbox = self._target()
+        if inbox is None:
+            return InboxPage((), None)
+        return inbox.search(query, limit=limit, cursor=cursor)
+
+    def counts(
+        self, *, since: datetime.datetime | None = None, until: datetime.datetime | None = None
+    ) -> dict[str, int]:
+        inbox = self._target()
+        return {} if inbox is None else inbox.counts(since=since, until=until)
+
+    def slowest(
+        self,
+        *,
+        limit: int = 10,
+        since: datetime.datetime | None = None,
+        until: datetime.datetime | None = None,
+    ) -> list[ReceivedDelivery]:
+        inbox = self._target()
+        return [] if inbox is None else inbox.slowest(limit=limit, since=since, until=until)
 
 
 def parse_since(text: str) -> datetime.datetime:
@@ -282,7 +380,7 @@ def replay(
         check_replay_selection(delivery_ids, {"--status": statuses}, since)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    source = _open(store)
+    source = _open(store, schema=True)  # as the receiver it loads would
     if delivery_ids:
         records = [_find(source, delivery_id) for delivery_id in delivery_ids]
     else:

@@ -2,10 +2,10 @@
 
 :func:`dashboard` returns an ASGI app to mount in Starlette or FastAPI
 (``Mount("/webhooks/admin", app=dashboard(inbox, receiver=receiver, basic_auth=...))``)
-or to serve on its own (``service-webhooks inbox serve``, beside a Flask or Django
-project). It reads the inbox only through its public query API
-(:mod:`service_webhooks.inbox`) and replays through
-:meth:`~service_webhooks.WebhookReceiver.areplay`.
+or to serve on its own (``service-webhooks inbox serve``, beside a Flask project;
+beside Django, ``dashboard(receiver=receiver)`` over its ORM inbox). It reads the
+inbox only through its public query API (:mod:`service_webhooks.inbox`) and replays
+through :meth:`~service_webhooks.WebhookReceiver.areplay`.
 
 Every request must be authenticated (HTTP Basic credentials or an ``authorize(scope)``
 callable); replay is a POST carrying a CSRF token; pages are rendered by Jinja2 with

@@ -21,7 +21,7 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
     ==========================================  ======================================
     ``memory``                                  :class:`MemoryInbox`
     ``sqlite:PATH`` (``sqlite:///abs`` too)      :class:`SQLiteInbox` at ``PATH``
-    ``postgresql://…``, ``postgres://…``        :class:`PostgresInbox` (``?table=``)
+    ``postgresql://…``, ``postgres://…``        :class:`PostgresInbox` (``?inbox_table=``)
     ==========================================  ======================================
 
     The same URL as an idempotency store's puts the inbox beside it (the same SQLite

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import importlib
 import json
+import os
 import re
+import sqlite3
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -550,3 +554,114 @@ def test_replay_by_status_reads_every_page_of_the_selection(
     newest_first = [r["id"] for r in map(json.loads, run(
         "list", "--store", store, "--json", "--limit", "3").stdout.splitlines())]  # fmt: skip
     assert ids[-3:] == newest_first[::-1]  # oldest first: the newest come last
+
+
+# --- a database without the inbox's table (another application's) -------------------
+
+POSTGRES_URL = os.environ.get(
+    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+READS = [["list"], ["list", "--json"], ["show", "0123"], ["prune", "--all"]]
+
+
+def tables(path: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {name for (name,) in rows}
+
+
+@pytest.fixture
+def django_db(tmp_path: Path) -> Path:
+    """A SQLite file another application made: a Django project's ``db.sqlite3``."""
+    path = tmp_path / "db.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.execute("CREATE TABLE django_migrations (id INTEGER PRIMARY KEY, app TEXT)")
+        connection.commit()
+    return path
+
+
+@pytest.mark.parametrize("command", READS)
+def test_reading_a_sqlite_file_without_the_inbox_table_leaves_it_as_it_was(
+    django_db: Path, command: list[str]
+) -> None:
+    before = django_db.read_bytes()
+    result = run(*command, "--store", f"sqlite:{django_db}", code=1)
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: no inbox in {django_db}: it has no service_webhooks_inbox table (pass the "
+        "--store URL your receiver records into; a Django project keeps its inbox in its own "
+        "database table: see its admin)\n"
+    )
+    assert django_db.read_bytes() == before  # no table, not even switched to WAL
+    assert tables(django_db) == {"django_migrations"}
+
+
+def test_a_file_that_is_not_a_database_cannot_be_opened(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database, but long enough to have a header " * 4)
+    result = run("list", "--store", f"sqlite:{path}", code=1)
+    assert f"cannot open the inbox at sqlite:{path}: DatabaseError" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_serve_over_a_sqlite_file_without_the_inbox_table_waits_for_a_receiver(
+    django_db: Path, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    store, auth = f"sqlite:{django_db}", ("ops", "pw-1")
+    result = run("serve", "--store", store, "--basic-auth", "ops:pw-1")
+    assert (
+        f"note: {django_db} has no service_webhooks_inbox table yet: the dashboard shows no "
+        "delivery until a receiver records one there\n"
+    ) in result.stderr
+    [(app, _)] = served
+    assert "No delivery has arrived yet." in get(app, "/", auth).text
+    assert get(app, "/overview", auth).status_code == 200
+    assert get(app, "/d/0123456789abcdef", auth).status_code == 404
+    assert tables(django_db) == {"django_migrations"}  # the pages created nothing
+
+    receiver = WebhookReceiver(SECRET, store=store)  # the receiver does create it
+    receiver.on("note.created")(lambda event: None)
+    assert receiver.process(NOTE, sign(NOTE, SECRET, ORG)).reason == "processed"
+    [record] = receiver.inbox.search().items  # type: ignore[union-attr]
+    assert record.id in get(app, "/", auth).text
+    assert get(app, f"/d/{record.id}", auth).status_code == 200
+
+
+def test_reading_a_postgresql_database_without_the_inbox_table_leaves_it_without(
+    unavailable: Any, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+    except psycopg.Error as error:
+        unavailable(f"PostgreSQL at {POSTGRES_URL}", type(error).__name__)
+    table = f"sw_cli_absent_{uuid.uuid4().hex[:12]}"
+    store = f"{POSTGRES_URL}?inbox_table={table}"
+
+    def exists() -> bool:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+            row = connection.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()
+            return bool(row[0])
+
+    try:
+        for command in READS:
+            result = run(*command, "--store", store, code=1)
+            assert result.stderr == (
+                f"Error: no inbox in {store}: it has no {table} table (pass the --store URL "
+                "your receiver records into; a Django project keeps its inbox in its own "
+                "database table: see its admin)\n"
+            )
+        result = run("serve", "--store", store, "--basic-auth", "ops:pw-1")
+        assert f"note: {store} has no {table} table yet" in result.stderr
+        [(app, _)] = served
+        assert "No delivery has arrived yet." in get(app, "/", ("ops", "pw-1")).text
+        assert not exists()
+        # replay still creates the table, as the receiver it loads would
+        result = run("replay", "--store", store, "--status", "5xx", "--dry-run",
+                     "--receiver", "unused:receiver")  # fmt: skip
+        assert result.stderr == "0 deliveries would be replayed\n"
+        assert exists()
+        assert run("list", "--store", store, "--json").stdout == ""
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+            connection.execute(f"DROP TABLE IF EXISTS {table}")

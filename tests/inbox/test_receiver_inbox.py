@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -225,15 +226,22 @@ class BrokenInbox(MemoryInbox):
         raise OSError("disk full")
 
 
-def test_a_delivery_that_cannot_be_recorded_is_answered_503() -> None:
+def test_a_delivery_that_cannot_be_recorded_is_answered_503(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     ran: list[str] = []
     receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=BrokenInbox())
     receiver.on("note.created")(lambda event: ran.append(event.name))
     body = body_for()
-    outcome = receiver.process(body, sign(body, SECRET, ORG))
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        outcome = receiver.process(body, sign(body, SECRET, ORG))
     assert (outcome.status, outcome.reason) == (503, "store_unavailable")
     assert dict(outcome.headers)["Retry-After"]
     assert ran == ["note.created"]
+    assert caplog.messages == [
+        "service_webhooks: could not record a delivery answered processed in the inbox "
+        "(OSError); answered 503"
+    ]
 
 
 async def test_async_a_delivery_that_cannot_be_recorded_is_answered_503() -> None:

@@ -222,3 +222,37 @@ def test_each_outcome_lands_in_the_orm_inbox_on_postgresql_through_a_server(
         record = inbox.get(row.id)
         assert record is not None
         assert (record.reason, record.body) == (reason, body)
+
+
+def test_the_dashboard_mounted_over_the_orm_inbox_lists_shows_and_replays(
+    kit: ModuleType, flaky: Flaky
+) -> None:
+    """``dashboard(receiver=receiver)`` (or ``dashboard(DjangoInbox())``) reads the ORM
+    table; ``service-webhooks inbox serve`` does not (it reads its own table)."""
+    pytest.importorskip("starlette")
+    import re
+
+    from starlette.testclient import TestClient
+
+    from service_webhooks.dashboard import dashboard
+
+    body = kit.envelope("test.flaky")
+    assert deliver(kit, body) == 500
+    record_id = recorded(body).id
+    auth = ("ops", "pw-1")
+    with TestClient(dashboard(DjangoInbox(), basic_auth="ops:pw-1")) as read_only:
+        assert record_id in read_only.get("/", auth=auth).text
+        assert 'id="replay"' not in read_only.get(f"/d/{record_id}", auth=auth).text
+    with TestClient(dashboard(receiver=receiver, basic_auth="ops:pw-1")) as client:
+        assert record_id in client.get("/", params={"outcome": "handler_failed"}, auth=auth).text
+        assert client.get("/overview", auth=auth).status_code == 200
+        page = client.get(f"/d/{record_id}", auth=auth).text
+        assert "RuntimeError: a bug in the handler" in page
+        assert 'id="replay"' in page
+        token = re.search(r'name="csrf_token" value="([0-9a-f]{64})"', page)
+        assert token is not None
+        flaky.fixed = True
+        client.post(f"/d/{record_id}/replay", data={"csrf_token": token[1]}, auth=auth)
+    assert len(flaky.runs) == 2
+    replays = receiver.inbox.get(record_id).replays  # type: ignore[union-attr]
+    assert [(r.reason, r.forced) for r in replays] == [("processed", False)]

@@ -162,6 +162,14 @@ def test_prune_deletes_only_expired_records() -> None:
     assert remaining == {live}
 
 
+def test_prune_names_an_unknown_database_in_one_line() -> None:
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError) as raised:
+        call_command("service_webhooks_prune", "--database", "nope", stdout=io.StringIO())
+    assert str(raised.value) == "no database 'nope' in settings.DATABASES"
+
+
 def test_the_app_files_stay_small() -> None:
     import service_webhooks.adapters.django as app
 

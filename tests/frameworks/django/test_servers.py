@@ -89,9 +89,18 @@ def test_a_urlconf_with_one_spelling_is_a_warning() -> None:
     with override_settings(ROOT_URLCONF="sw_testproject.urls_one_spelling"):
         found = checks.run_checks(tags=["service_webhooks"])
     assert [m.id for m in found] == ["service_webhooks.W004"] * 2
-    assert "'/hooks' is not answered as '/hooks/'" in found[0].msg
-    assert "'/webhooks' is not answered as '/webhooks'" in found[1].msg
+    assert found[0].msg.startswith("The webhook URL '/hooks' is not answered as '/hooks/';")
+    assert found[1].msg.startswith("The webhook URL '/webhooks/' is not answered as '/webhooks';")
     assert 'path("webhooks", include(' in str(found[1].hint)
+
+
+def test_a_webhook_url_taken_by_another_view_is_a_warning() -> None:
+    with override_settings(ROOT_URLCONF="sw_testproject.urls_shadowed"):
+        found = checks.run_checks(tags=["service_webhooks"])
+    assert [m.id for m in found] == ["service_webhooks.W004"]
+    assert found[0].msg.startswith(
+        "The webhook URL '/hooks' is not answered as '/hooks' nor as '/hooks/';"
+    )
 
 
 # -- the ASGI entry (uvicorn) and Django's own ASGI handler ----------------------------

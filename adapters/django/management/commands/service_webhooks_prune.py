@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from ...store import DjangoStore
 
@@ -16,5 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--database", default="default", help="database alias")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["database"] not in connections.settings:
+            raise CommandError(f"no database {options['database']!r} in settings.DATABASES")
         deleted = DjangoStore(using=options["database"]).prune()
         self.stdout.write(f"Deleted {deleted} expired webhook idempotency record(s).")
