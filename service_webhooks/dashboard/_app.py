@@ -65,6 +65,10 @@ UTC = datetime.UTC
 HERE = Path(__file__).parent
 REALM = "service-webhooks inbox"
 MAX_FORM_BYTES = 4096
+_CROSS_SITE = (
+    "The request came from another site (its Origin or Sec-Fetch-Site header): replays "
+    "are accepted only from the dashboard's own pages."
+)
 
 OK_REASONS = frozenset({"processed", "duplicate", "unhandled"})
 """Answer reasons the service counts as a success (2xx with the default policy)."""
@@ -297,16 +301,23 @@ class Dashboard:
         """The replay form's token: HMAC-SHA256 of this app's key and the identity."""
         return hmac.new(self._csrf_key, self._identity(request), hashlib.sha256).hexdigest()
 
-    def _csrf_ok(self, request: Request, token: str) -> bool:
+    def _replay_refusal(self, request: Request, form: dict[str, list[str]]) -> str | None:
+        """Why a replay form is refused (403), or ``None`` to accept it: a missing or
+        wrong token, or a form sent from another site (``Origin``, ``Sec-Fetch-Site``)."""
+        token = form.get("csrf_token", [""])[0]
         expected = self.csrf_token(request)
         if not hmac.compare_digest(token.encode(), expected.encode()):
-            return False
+            return (
+                "The form's security token is missing or wrong: reload the page and press "
+                "Replay again."
+            )
         origin = request.headers.get("origin")
-        if origin and origin != "null":
-            host = request.headers.get("host", "")
-            if urlsplit(origin).netloc != host:
-                return False
-        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+        foreign = bool(origin) and origin != "null"
+        if foreign and urlsplit(origin or "").netloc != request.headers.get("host", ""):
+            return _CROSS_SITE
+        if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+            return _CROSS_SITE
+        return None
 
     # -- rendering --------------------------------------------------------------------
 
@@ -397,16 +408,9 @@ class Dashboard:
     async def replay(self, request: Request) -> Response:
         raw = await _read_capped(request, MAX_FORM_BYTES)
         form = parse_qs(raw.decode("utf-8", "replace")) if raw is not None else {}
-        token = form.get("csrf_token", [""])[0]
-        if raw is None or not self._csrf_ok(request, token):
-            return self._render(
-                request,
-                "error.html",
-                403,
-                heading="Refused",
-                message="The form's security token is missing or wrong: reload the page and "
-                "press Replay again.",
-            )
+        refusal = "The form is too large." if raw is None else self._replay_refusal(request, form)
+        if refusal is not None:
+            return self._render(request, "error.html", 403, heading="Refused", message=refusal)
         if self.receiver is None:
             return self._render(
                 request,

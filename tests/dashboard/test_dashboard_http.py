@@ -200,20 +200,24 @@ def test_replay_after_the_fix_shows_the_new_outcome(client: TestClient, flaky: F
     ]
 
 
+_TOKEN_WRONG = "security token is missing or wrong"
+_OTHER_SITE = "came from another site"
+
+
 @pytest.mark.parametrize(
-    ("form", "headers"),
+    ("form", "headers", "says"),
     [
-        ({}, {}),
-        ({"csrf_token": ""}, {}),
-        ({"csrf_token": "0" * 64}, {}),
-        ({"csrf_token": "TOKEN"}, {"Origin": "https://evil.example"}),
-        ({"csrf_token": "TOKEN"}, {"Sec-Fetch-Site": "cross-site"}),
-        ({"csrf_token": "TOKEN", "pad": "x" * 5000}, {}),  # over the form size limit
+        ({}, {}, _TOKEN_WRONG),
+        ({"csrf_token": ""}, {}, _TOKEN_WRONG),
+        ({"csrf_token": "0" * 64}, {}, _TOKEN_WRONG),
+        ({"csrf_token": "TOKEN"}, {"Origin": "https://evil.example"}, _OTHER_SITE),
+        ({"csrf_token": "TOKEN"}, {"Sec-Fetch-Site": "cross-site"}, _OTHER_SITE),
+        ({"csrf_token": "TOKEN", "pad": "x" * 5000}, {}, "form is too large"),
     ],
     ids=["missing", "empty", "wrong", "foreign-origin", "cross-site", "too-long"],
 )
 def test_a_replay_without_a_good_token_is_403_and_replays_nothing(
-    client: TestClient, flaky: Flaky, form: dict[str, str], headers: dict[str, str]
+    client: TestClient, flaky: Flaky, form: dict[str, str], headers: dict[str, str], says: str
 ) -> None:
     record = failed_record(flaky)
     token = token_of(client.get(f"/d/{record.id}", auth=AUTH).text)
@@ -221,6 +225,7 @@ def test_a_replay_without_a_good_token_is_403_and_replays_nothing(
     flaky.fixed = True
     response = client.post(f"/d/{record.id}/replay", data=form, headers=headers, auth=AUTH)
     assert response.status_code == 403
+    assert says in response.text
     assert flaky.calls == 1
     assert flaky.receiver.inbox.get(record.id).replays == ()  # type: ignore[union-attr]
 
