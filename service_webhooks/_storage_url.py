@@ -7,10 +7,11 @@ password, and a bare word may be a secret pasted into the wrong setting.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from ._exceptions import ConfigurationError
 
-__all__ = ["POSTGRES_SCHEMES", "quoted_scheme", "scheme_of", "sqlite_path"]
+__all__ = ["POSTGRES_SCHEMES", "pop_query", "quoted_scheme", "scheme_of", "sqlite_path"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 """The schemes of a PostgreSQL URL (a store's or an inbox's)."""
@@ -46,3 +47,23 @@ def sqlite_path(text: str, what: str) -> str:
     if not path:
         raise ConfigurationError(f"a sqlite: {what} URL needs a file path")
     return path
+
+
+def pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
+    """``url`` without the query parameters ``names`` (this library's own), and their
+    decoded values.
+
+    The other parameters are left for the driver exactly as written: not decoded and
+    encoded again, which would turn ``%20`` into ``+``, a literal plus sign to libpq
+    (``?options=-c%20synchronous_commit%3Doff`` must reach it unchanged).
+    """
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    kept: list[str] = []
+    for piece in parts.query.split("&"):
+        name, _, value = piece.partition("=")
+        if unquote_plus(name) in names:
+            ours[unquote_plus(name)] = unquote_plus(value)
+        elif piece:
+            kept.append(piece)
+    return urlunsplit(parts._replace(query="&".join(kept))), ours

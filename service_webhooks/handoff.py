@@ -32,6 +32,7 @@ each task then claims ``"task:" + idempotency key`` before running the handlers.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ._dispatch import Router
@@ -84,6 +85,11 @@ class CeleryHandoff:
         retention: Seconds a worker-side done record is kept (``store`` only).
         retry_policy: Kombu publish retry policy; the default gives up within about
             half a second so the answer stays far inside the 10 s deadline.
+        task_options: More options for the task, as ``@app.task(...)`` takes them.
+            A handler that raises in the worker is not run again unless they say so
+            (the delivery was already answered 200, so the service does not retry
+            it), e.g. ``{"autoretry_for": (Exception,), "max_retries": 5,
+            "retry_backoff": True}``. ``name`` and ``ignore_result`` are set here.
 
     Raises:
         ConfigurationError: ``app`` is not a Celery application.
@@ -99,9 +105,13 @@ class CeleryHandoff:
         lease: float = DEFAULT_LEASE,
         retention: float = DEFAULT_RETENTION,
         retry_policy: dict[str, Any] | None = None,
+        task_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(app, celery.Celery):
             raise ConfigurationError("CeleryHandoff needs a celery.Celery application")
+        options = dict(task_options or {})
+        if {"name", "ignore_result"} & options.keys():
+            raise ConfigurationError("task_options cannot set name or ignore_result")
         self.app = app
         self.queue = queue
         self.store = store
@@ -115,7 +125,7 @@ class CeleryHandoff:
         def handle_event(body: str, organization_id: str, timestamp: int, key: str) -> str:
             return self.run(body, organization_id, timestamp, key)
 
-        self.task: Any = app.task(name=task_name, ignore_result=True)(handle_event)
+        self.task: Any = app.task(name=task_name, ignore_result=True, **options)(handle_event)
 
     def __repr__(self) -> str:
         return f"CeleryHandoff(task={self.task.name!r}, queue={self.queue!r})"

@@ -19,7 +19,7 @@ from celery import Celery
 from service_webhooks import Event, NoteCreated, WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
 from service_webhooks.handoff import CeleryHandoff
-from service_webhooks.stores._redis import RedisStore
+from service_webhooks.stores import RedisStore
 
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123")
@@ -29,8 +29,15 @@ log = logging.getLogger("hooks")
 
 # Both processes import this module: the web process to enqueue, the worker to run.
 celery_app = Celery("hooks", broker=REDIS)
+# a broker that accepts connections but never answers must not hang the request
+celery_app.conf.broker_transport_options = {"socket_timeout": 1, "socket_connect_timeout": 1}
 store = RedisStore.from_url(REDIS, prefix="example:idempotency:")
-handoff = CeleryHandoff(celery_app, store=store)  # store=: the worker dedups too
+handoff = CeleryHandoff(  # store=: the worker dedups too
+    celery_app,
+    store=store,
+    # the delivery is answered once queued: a failure in the worker is retried by Celery
+    task_options={"autoretry_for": (Exception,), "max_retries": 5, "retry_backoff": True},
+)
 
 
 @handoff.on("note.created")

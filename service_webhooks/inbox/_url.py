@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
 from .._exceptions import ConfigurationError
-from .._storage_url import POSTGRES_SCHEMES, quoted_scheme, scheme_of, sqlite_path
+from .._storage_url import POSTGRES_SCHEMES, pop_query, quoted_scheme, scheme_of, sqlite_path
 from ._base import Inbox
 from ._memory import MemoryInbox
 from ._sqlite import SQLiteInbox
@@ -46,15 +44,10 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
     if scheme in POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_POSTGRES_INBOX_TABLE, PostgresInbox
 
-        parts = urlsplit(text)
-        kept: list[tuple[str, str]] = []
-        table = DEFAULT_POSTGRES_INBOX_TABLE
-        for name, value in parse_qsl(parts.query, keep_blank_values=True):
-            if name == "inbox_table":
-                table = value
-            elif name != "table":  # the idempotency store's table
-                kept.append((name, value))
-        inbox = PostgresInbox(urlunsplit(parts._replace(query=urlencode(kept))), table=table)
+        # ?table= names the idempotency store's table: dropped here, like ?inbox_table=
+        conninfo, ours = pop_query(text, "inbox_table", "table")
+        table = ours.get("inbox_table", DEFAULT_POSTGRES_INBOX_TABLE)
+        inbox = PostgresInbox(conninfo, table=table)
         if create_schema:
             inbox.create_schema()
         return inbox

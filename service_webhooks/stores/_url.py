@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._exceptions import ConfigurationError
-from .._storage_url import POSTGRES_SCHEMES, quoted_scheme, scheme_of, sqlite_path
+from .._storage_url import POSTGRES_SCHEMES, pop_query, quoted_scheme, scheme_of, sqlite_path
 from ._base import IdempotencyStore
 from ._memory import MemoryStore
 from ._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
@@ -63,13 +62,13 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
     if scheme in _REDIS_SCHEMES:
         from ._redis import DEFAULT_PREFIX, RedisStore
 
-        rest, options = _pop_query(text, "prefix", "timeout")
+        rest, options = pop_query(text, "prefix", "timeout")
         prefix = options.get("prefix", DEFAULT_PREFIX)
         return RedisStore.from_url(rest, prefix=prefix, timeout=_seconds(options, 5.0))
     if scheme in POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
-        rest, options = _pop_query(text, "table", "timeout")
+        rest, options = pop_query(text, "table", "timeout")
         table = options.get("table", DEFAULT_TABLE)
         store = PostgresStore.from_url(rest, table=table, timeout=_seconds(options, 5.0))
         if create_schema:
@@ -123,19 +122,6 @@ def _seconds(options: dict[str, str], default: float) -> float:
     if not 0 < seconds < float("inf"):
         raise ConfigurationError(f"a store URL's timeout must be seconds > 0, not {text[:20]!r}")
     return seconds
-
-
-def _pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
-    """Remove our own query parameters from ``url``; the rest stays for the driver."""
-    parts = urlsplit(url)
-    ours: dict[str, str] = {}
-    kept: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in names:
-            ours[name] = value
-        else:
-            kept.append((name, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), ours
 
 
 _SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=)[^&#]*")

@@ -167,3 +167,31 @@ def test_enqueue_sends_the_raw_body_and_signature_fields_to_the_queue() -> None:
     args = message.payload[0]
     assert args == [NOTE.decode(), ORG, TIMESTAMP, "k" * 64]
     assert message.headers["task"] == DEFAULT_TASK_NAME
+
+
+def test_task_options_let_celery_run_a_failed_event_again() -> None:
+    """By default a handler that raises in the worker is not run again (the delivery
+    was answered 200); ``task_options`` turn on Celery's own retries."""
+    store = MemoryStore()
+    options = {"autoretry_for": (RuntimeError,), "max_retries": 3, "default_retry_delay": 0}
+    app = eager_app()
+    app.conf.task_eager_propagates = False  # an eager retry runs again only without it
+    handoff = CeleryHandoff(app, store=store, task_options=options)
+    attempts: list[int] = []
+
+    @handoff.on("note.created")
+    def flaky(event: Event[Any]) -> None:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise RuntimeError("downstream is down")
+
+    args = args_for(NOTE)
+    assert handoff.task.max_retries == 3
+    assert handoff.task.delay(*args).get() == "processed"
+    assert len(attempts) == 3
+    assert store.claim("task:" + args[3], "another-worker", 60) is ClaimState.DONE
+
+
+def test_task_options_cannot_rename_the_task() -> None:
+    with pytest.raises(ConfigurationError, match="cannot set name or ignore_result"):
+        CeleryHandoff(eager_app(), task_options={"name": "other"})

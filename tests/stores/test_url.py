@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from service_webhooks._exceptions import ConfigurationError
-from service_webhooks.stores import MemoryStore, SQLiteStore
+from service_webhooks._storage_url import pop_query
+from service_webhooks.stores import MIN_RETENTION, ClaimState, MemoryStore, SQLiteStore
 from service_webhooks.stores._url import ENV_VAR, store_from_env, store_from_url
+
+from .conftest import POSTGRES_URL
 
 
 def test_memory() -> None:
@@ -121,3 +125,44 @@ def test_store_reprs_show_where_but_never_the_password(url: str) -> None:
     assert "hunter2" not in text
     assert ".internal" in text
     assert "***" in text
+
+
+def test_driver_parameters_reach_the_driver_as_written() -> None:
+    """Ours are taken out; the rest is not decoded and encoded again (``%20`` would
+    become ``+``, which libpq reads as a plus sign)."""
+    url = "postgresql://u@h/db?options=-c%20synchronous_commit%3Doff&table=a%2Eb&x=1+2&&y="
+    assert pop_query(url, "table", "timeout") == (
+        "postgresql://u@h/db?options=-c%20synchronous_commit%3Doff&x=1+2&y=",
+        {"table": "a.b"},
+    )
+    assert pop_query("redis://h/0", "prefix") == ("redis://h/0", {})
+
+
+def test_a_postgres_url_with_options_works(request: pytest.FixtureRequest) -> None:
+    """``?options=-c%20synchronous_commit%3Doff`` (the docs' scaling advice) reaches
+    libpq intact: the store claims and completes, and the session has the setting."""
+    import psycopg
+
+    from service_webhooks.stores._postgres import PostgresStore
+
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+    except psycopg.Error as error:
+        request.getfixturevalue("unavailable")(
+            f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
+        )
+    table = f"service_webhooks_test_{uuid.uuid4().hex[:16]}"
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    url = f"{POSTGRES_URL}{separator}options=-c%20synchronous_commit%3Doff&table={table}&timeout=3"
+    store = store_from_url(url)
+    assert isinstance(store, PostgresStore)
+    try:
+        assert store.claim("k", "t", 60) is ClaimState.NEW
+        assert store.complete("k", "t", MIN_RETENTION)
+        with store._sync_pool().connection() as connection:  # the store's own session
+            row = connection.execute("SHOW synchronous_commit").fetchone()
+        assert row == ("off",)
+    finally:
+        store.close()
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+            connection.execute(f"DROP TABLE IF EXISTS {table}")
