@@ -174,9 +174,14 @@ def open_store(config: IdempotencyStore | str | None) -> IdempotencyStore:
         return SQLiteStore(DEFAULT_SQLITE_PATH)
     if isinstance(config, str):
         return store_from_url(config)
+    if isinstance(config, type):  # MemoryStore, not MemoryStore(): its methods are unbound
+        raise ConfigurationError(
+            f"store must be a store instance, not the class {config.__name__}: "
+            f"pass {config.__name__}(...)"
+        )
     if not all(callable(getattr(config, name, None)) for name in _STORE_METHODS):
         raise ConfigurationError(
-            "store must be an IdempotencyStore (claim/complete/release and a-twins), "
-            "'memory' or a SQLite path"
+            "store must be an IdempotencyStore (claim/complete/release and a-twins) or a "
+            "URL: 'memory', 'sqlite:PATH', 'redis://…' or 'postgresql://…'"
         )
     return config

@@ -165,7 +165,10 @@ class PostgresStore:
 
     Raises:
         ConfigurationError: Neither ``conninfo``, ``pool`` nor ``apool``; a bad table
-            name; or sizes and timeouts out of range.
+            name; sizes and timeouts out of range; or a ``conninfo`` libpq refuses as
+            malformed (an unknown parameter, say), with its reason, passwords masked.
+            Nothing is connected here: a server that is down fails at the first call,
+            or at :meth:`ping`.
     """
 
     def __init__(
@@ -208,7 +211,11 @@ class PostgresStore:
         self._sizes = (min_size, max_size)
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
-        self._kwargs = connection_kwargs(conninfo, timeout, statement_timeout)
+        try:  # parsed now: a malformed conninfo fails here, not at the first delivery
+            self._kwargs = connection_kwargs(conninfo, timeout, statement_timeout)
+        except psycopg.ProgrammingError as error:
+            reason = redact_url(str(error).strip())
+            raise ConfigurationError(f"invalid PostgreSQL conninfo: {reason}") from None
         self._prune_every = prune_every
         self._claims = 0
         self._lock = threading.Lock()

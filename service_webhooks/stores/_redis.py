@@ -122,8 +122,11 @@ class RedisStore:
             ``socket_timeout`` to override ``timeout`` for reads).
 
     Raises:
-        ConfigurationError: ``connection`` is none of the above, ``prefix`` is empty
-            or ``timeout`` is not positive.
+        ConfigurationError: ``connection`` is none of the above, ``prefix`` is empty,
+            ``timeout`` is not positive, or a URL redis-py refuses as malformed (no
+            scheme, a port that is not a number, a bad parameter), with its reason,
+            passwords masked. Nothing is connected here: a server that is down fails
+            at the first call, or at :meth:`ping`.
     """
 
     def __init__(
@@ -151,7 +154,11 @@ class RedisStore:
         if isinstance(connection, str):
             self._url = connection
             defaults = _default_options(Retry, timeout)
-            client = redis.Redis.from_url(connection, **{**defaults, **options})
+            try:
+                client = redis.Redis.from_url(connection, **{**defaults, **options})
+            except ValueError as error:  # redis-py's (or urllib's) refusal of its form
+                reason = redact_url(str(error))
+                raise ConfigurationError(f"invalid Redis URL: {reason}") from None
         elif isinstance(connection, redis.Redis):
             client = connection
         elif isinstance(connection, redis.ConnectionPool):

@@ -166,3 +166,31 @@ def test_a_postgres_url_with_options_works(request: pytest.FixtureRequest) -> No
         store.close()
         with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
             connection.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("redis://", "must specify one of the following schemes"),
+        ("redis://u:PW-never@host:notaport/0", "Port could not be cast to integer"),
+        ("redis://u:PW-never@h/0?socket_timeout=x", "Invalid value for 'socket_timeout'"),
+        ("postgresql://u:PW-never@h/db?bogus=1", 'invalid URI query parameter: "bogus"'),
+    ],
+)
+def test_a_malformed_server_url_is_a_configuration_error_at_once(url: str, reason: str) -> None:
+    """Refused when the store is made, with the driver's reason (not at the first
+    delivery, not as the driver's own exception), and never with the password."""
+    with pytest.raises(
+        ConfigurationError, match=r"invalid (Redis URL|PostgreSQL conninfo)"
+    ) as caught:
+        store_from_url(url)
+    assert reason in str(caught.value)
+    assert "PW-never" not in str(caught.value)
+
+
+@pytest.mark.parametrize("store", [MemoryStore, SQLiteStore])
+def test_a_store_class_instead_of_an_instance_is_refused(store: type) -> None:
+    from service_webhooks import WebhookReceiver
+
+    with pytest.raises(ConfigurationError, match=f"not the class {store.__name__}"):
+        WebhookReceiver("s", store=store)
