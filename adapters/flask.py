@@ -55,7 +55,10 @@ EXTENSION_KEY = "service_webhooks"
 CONFIG_KEYS: Mapping[str, str] = {f"SERVICE_WEBHOOKS_{key}": arg for key, arg in SETTINGS.items()}
 """``app.config`` key -> :class:`~service_webhooks.WebhookReceiver` argument. Only
 ``SERVICE_WEBHOOKS_SECRETS`` is required; ``SERVICE_WEBHOOKS_URL`` (default
-``"/webhooks"``) is the rule the blueprint answers on."""
+``"/webhooks"``) is the rule the blueprint answers on. A string (from the environment)
+for a numeric key is converted to the number, and for ``SUCCESS_BODY`` or ``STRICT``
+``true/false/1/0/yes/no/on/off`` (any case) to a bool; any other string for those keys is
+a :class:`~service_webhooks.ConfigurationError` naming the key."""
 
 
 def webhook_blueprint(
@@ -126,8 +129,49 @@ class ServiceWebhooks:
         dispatching through ``router`` (its handlers) when given."""
         if config.get("SERVICE_WEBHOOKS_SECRETS") is None:
             raise ConfigurationError("set app.config['SERVICE_WEBHOOKS_SECRETS']")
-        options = {arg: config[key] for key, arg in CONFIG_KEYS.items() if key in config}
+        options = {
+            arg: _parsed(key, arg, config[key]) for key, arg in CONFIG_KEYS.items() if key in config
+        }
         return WebhookReceiver(**options, router=router)
+
+
+_INTEGERS = frozenset({"max_body_size", "unhandled_status"})
+_NUMBERS = frozenset({"tolerance", "lease", "retention"})
+_BOOLEANS = frozenset({"success_body", "strict"})
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def _parsed(key: str, arg: str, value: Any) -> Any:
+    """A config value as the receiver takes it: a string (from the environment) for a
+    numeric or boolean key is converted; anything else is passed on as is.
+
+    Raises:
+        ConfigurationError: A string that is no such number or boolean, naming ``key``.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if arg in _BOOLEANS:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigurationError(
+            f"app.config[{key!r}] must be a boolean: true/false, 1/0, yes/no or on/off, "
+            f"not {value[:40]!r}"
+        )
+    try:
+        if arg in _INTEGERS:
+            return int(text)
+        if arg in _NUMBERS:
+            return float(text) if any(c in text for c in ".eEnN") else int(text)
+    except ValueError:
+        expected = "an integer" if arg in _INTEGERS else "a number"
+        raise ConfigurationError(
+            f"app.config[{key!r}] must be {expected}, not {value[:40]!r}"
+        ) from None
+    return value
 
 
 def _current_receiver(app: Flask) -> WebhookReceiver:

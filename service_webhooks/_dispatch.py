@@ -51,6 +51,14 @@ When no handler matches, the receiver applies its ``unhandled_status`` policy
 plain function or a coroutine function taking one
 :class:`~service_webhooks._events.Event`; its return value is ignored. Error hooks are
 plain functions ``hook(event, error)``, called after a handler raised.
+
+Registration refuses, with :class:`~service_webhooks.ConfigurationError`, what could
+never run as a handler: a generator or async generator function (also as the
+``__call__`` of a callable object, or inside :func:`functools.partial`: calling one only
+creates a generator, so its body would never run and every event would be lost while
+answered ``processed``), and a callable whose signature cannot take the event as its one
+positional argument (checked with :func:`inspect.signature` when Python can tell it;
+an error hook must take ``(event, error)``).
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import fnmatch
+import functools
 import inspect
 import logging
 import re
@@ -219,8 +228,10 @@ class Router:
         Raises:
             ConfigurationError: ``event_name`` is empty (or an empty list, or holds a
                 non-string), ``version`` is not a positive int, ``model`` is not a type
-                msgspec can convert to, ``handler`` is not callable, or (``strict``) a
-                name is neither known nor a pattern.
+                msgspec can convert to, ``handler`` is not callable, is a generator or
+                async generator function, or cannot be called with one positional
+                argument (the event), or (``strict``) a name is neither known nor a
+                pattern.
         """
         names = _names(event_name)
         if version is not None and (type(version) is not int or version < 1):
@@ -259,6 +270,10 @@ class Router:
         """Register a catch-all handler: it runs for every event, after the others.
 
         Unknown event names reach it with their raw decoded ``data`` (spec §6.2).
+
+        Raises:
+            ConfigurationError: ``handler`` is not callable, is a generator or async
+                generator function, or cannot be called with one positional argument.
         """
 
         def register(function: H) -> H:
@@ -272,10 +287,13 @@ class Router:
         """Register a hook told of every handler failure (usable as a decorator).
 
         Raises:
-            ConfigurationError: ``hook`` is a coroutine function (hooks are sync).
+            ConfigurationError: ``hook`` is not callable, is a coroutine, generator or
+                async generator function (hooks are plain sync functions), or cannot be
+                called as ``hook(event, error)``.
         """
         if not callable(hook) or _is_async(hook):
             raise ConfigurationError("an error hook must be a plain (non-async) callable")
+        _check_callable(hook, "error hook", 2)
         self._error_hooks.append(hook)
         return hook
 
@@ -467,7 +485,81 @@ def _custom_type(node: object, seen: set[int]) -> object:
 def _registration(handler: Handler, model: Any) -> Registration:
     if not callable(handler):
         raise ConfigurationError(f"handler must be callable, got {type(handler).__name__}")
+    _check_callable(handler, "handler", 1)
     return Registration(handler, _is_async(handler), model)
+
+
+def _label(function: object) -> str:
+    """How a message names a handler or hook: its qualified name, else its type."""
+    if isinstance(function, functools.partial):
+        return f"functools.partial({_label(function.func)})"
+    name = getattr(function, "__qualname__", None)
+    if isinstance(name, str) and name:
+        return name
+    return f"{type(function).__qualname__} instance"
+
+
+def _generator_kind(function: object) -> str | None:
+    """Why calling ``function`` returns a generator, to follow its label (``None``: it
+    does not).
+
+    Looks through :func:`functools.partial` and bound methods (as :mod:`inspect` does)
+    and, for a callable object (not a class: calling one makes an instance), at its
+    ``__call__``.
+    """
+    target = function
+    while isinstance(target, functools.partial):
+        target = target.func
+    wraps = f" wraps {_label(target)}" if target is not function else ""
+    candidates: list[tuple[object, str]] = [(target, "")]
+    if not inspect.isroutine(target) and not inspect.isclass(target):
+        call = getattr(target, "__call__", None)  # noqa: B004 - callable objects
+        if call is not None:
+            candidates.append((call, "'s __call__"))
+    for candidate, where in candidates:
+        which = f"{wraps}{where}, which" if wraps else where
+        if inspect.isasyncgenfunction(candidate):
+            return f"{which} is an async generator function (`async def` with `yield`)"
+        if inspect.isgeneratorfunction(candidate):
+            return f"{which} is a generator function (it holds `yield`)"
+    return None
+
+
+def _check_callable(function: Callable[..., object], what: str, arguments: int) -> None:
+    """Refuse what could never run as ``function(*arguments)`` (see the module docstring).
+
+    Raises:
+        ConfigurationError: ``function`` is a generator or async generator function, or
+            :func:`inspect.signature` shows it cannot take ``arguments`` positional
+            arguments (skipped when Python cannot tell its signature).
+    """
+    label = _label(function)
+    kind = _generator_kind(function)
+    if kind is not None:
+        returns = (
+            "a handler must return None (a plain `def` without `yield`) or be "
+            "`async def` without `yield`"
+            if arguments == 1
+            else "an error hook must be a plain `def` without `yield` that returns None"
+        )
+        raise ConfigurationError(
+            f"{what} {label}{kind}: calling it only creates a generator, so its body "
+            f"would never run; {returns}"
+        )
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # builtins and some C callables: cannot tell
+        return
+    signature = signature.replace(return_annotation=inspect.Signature.empty)
+    try:
+        signature.bind(*(object() for _ in range(arguments)))
+    except TypeError as error:
+        called = "handler(event)" if arguments == 1 else "hook(event, error)"
+        taking = "the event as its one" if arguments == 1 else "two"
+        raise ConfigurationError(
+            f"{what} {label} (signature {signature}) cannot be called as {called}: {error}; "
+            f"it must accept {taking} positional argument{'s' if arguments > 1 else ''}"
+        ) from None
 
 
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
@@ -572,6 +664,12 @@ def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:
+        # outside the ``except`` block: a handler's error must not get the loop
+        # lookup's RuntimeError as its __context__ ("During handling of ...")
         asyncio.run(_await(awaitable))
         return
     close = getattr(awaitable, "close", None)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
@@ -92,6 +93,7 @@ from ._signing import (
     SIGNATURE_HEADER,
     SignatureHeader,
     check,
+    check_tolerance,
     parse_signature_header,
 )
 from ._threads import run_in_thread
@@ -242,20 +244,40 @@ class WebhookReceiver:
         strict: bool = False,
         inbox: InboxConfig = None,
     ) -> None:
-        if not tolerance >= 0:
-            raise ConfigurationError("tolerance must be >= 0 seconds")
+        check_tolerance(tolerance)
+        _require_number("max_body_size", max_body_size, "an int of bytes", integer=True)
         if not 0 < max_body_size <= MAX_BODY_SIZE:
             raise ConfigurationError(f"max_body_size must be 1..{MAX_BODY_SIZE} bytes")
-        if not lease > 0:
-            raise ConfigurationError("lease must be > 0 seconds")
+        _require_number("lease", lease, "a finite number of seconds > 0")
+        if not (lease > 0 and (isinstance(lease, int) or math.isfinite(lease))):
+            raise ConfigurationError("lease must be a finite number of seconds > 0")
+        _require_number("retention", retention, f"a number of seconds >= {MIN_RETENTION}")
         if not retention >= MIN_RETENTION:
             raise ConfigurationError(f"retention must be >= {MIN_RETENTION} seconds (48 h)")
+        _require_number("unhandled_status", unhandled_status, "an int HTTP status", integer=True)
         if not (unhandled_status in (200, 500) or 400 <= unhandled_status <= 499):
             raise ConfigurationError("unhandled_status must be 200, a 4xx or 500")
         if unhandled_status == 429:
             raise ConfigurationError("unhandled_status 429 would be retried; use 500 for that")
         if unit_of_work is not None and not callable(unit_of_work):
             raise ConfigurationError("unit_of_work must be a callable returning a context manager")
+        if idempotency_key is not None and not callable(idempotency_key):
+            raise ConfigurationError(
+                "idempotency_key must be a callable taking the event and returning a str, "
+                f"not {type(idempotency_key).__name__}"
+            )
+        if clock is not None and not callable(clock):
+            raise ConfigurationError(
+                "clock must be a callable returning Unix seconds (like time.time), "
+                f"not {type(clock).__name__}"
+            )
+        if tracer is not None and not all(
+            callable(getattr(tracer, method, None)) for method in ("delivery", "handlers")
+        ):
+            raise ConfigurationError(
+                "tracer must be a DeliveryTracer: an object with delivery() and "
+                f"handlers(event) methods, not {type(tracer).__name__}"
+            )
         self._resolver = as_resolver(secrets)
         self._resolver_blocks: bool = getattr(self._resolver, "blocking", True)
         # one fixed set of secrets for every organization: no lookup per delivery
@@ -777,8 +799,19 @@ class WebhookReceiver:
         if self._key_function is not None:
             try:
                 custom = self._custom_key(self._key_function, event)
-            except Unprocessable as error:
-                return self._refused(error, started, organization_id, event.name, event.version)
+            except Unprocessable as error:  # 422, like a handler's: logged at WARNING
+                cause = error.__cause__
+                logger.warning(
+                    "service_webhooks: refused %s: %s",
+                    printable(event.name),
+                    printable(str(error)),
+                )
+                if cause is not None and self._recorder is not None:  # inbox: its traceback
+                    note_error(cause)
+                error_type = type(error if cause is None else cause).__name__
+                return self._refused(
+                    error, started, organization_id, event.name, event.version, error_type
+                )
             event = msgspec.structs.replace(event, idempotency_key=custom)
         return _Plan(event, handlers, new_token())
 
@@ -793,9 +826,15 @@ class WebhookReceiver:
         try:
             custom = function(event)
         except Exception as error:
-            raise Unprocessable("idempotency_key function failed on this event") from error
+            raise Unprocessable(
+                "idempotency_key function failed on this event: "
+                f"{type(error).__name__}: {str(error)[:200]}"
+            ) from error
         if not isinstance(custom, str) or not custom:
-            raise Unprocessable("idempotency_key function returned no key for this event")
+            raise Unprocessable(
+                f"idempotency_key function returned {_shown(custom)} "
+                f"({type(custom).__name__}), not a non-empty str"
+            )
         namespaced = f"{event.organization_id},{custom}"
         if len(namespaced) <= _LONGEST_KEY:
             return namespaced
@@ -875,15 +914,17 @@ class WebhookReceiver:
         organization_id: str,
         event_name: str | None,
         version: int | None,
+        error_type: str | None = None,
     ) -> Outcome:
         """The answer for an authenticated delivery refused before it became a plan (a
-        body that is no envelope, a failed ``idempotency_key``): it names the
-        organization, and the event when known (a schema drift's, from the envelope)."""
+        body that is no envelope, a failed ``idempotency_key``: ``error_type`` names what
+        it raised): it names the organization, and the event when known (a schema
+        drift's, from the envelope)."""
         outcome = outcome_for_error(error)
         answer = Outcome(
             outcome.status, outcome.reason, outcome.headers, event_name, organization_id
         )
-        return self._finish(answer, started, version, None, None, str(error))
+        return self._finish(answer, started, version, None, None, str(error), error_type)
 
     def _finish(
         self,
@@ -916,6 +957,20 @@ class WebhookReceiver:
                 except Exception:
                     logger.exception("service_webhooks: an outcome observer raised")
         return outcome
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` short enough for one log line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _require_number(name: str, value: object, expected: str, *, integer: bool = False) -> None:
+    """Refuse a constructor argument of the wrong type (a ``str`` from the environment,
+    a ``bool``, a ``float`` where bytes or a status are counted), naming it."""
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ConfigurationError(f"{name} must be {expected}, not {type(value).__name__}")
 
 
 def _request_line_error(method: str, size: int | None, limit: int) -> WebhookError | None:

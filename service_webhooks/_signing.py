@@ -40,6 +40,7 @@ import msgspec
 
 from ._credentials import Secret, SecretLike, SecretResolver
 from ._exceptions import (
+    ConfigurationError,
     SignatureFormatError,
     SignatureMismatchError,
     TimestampError,
@@ -225,7 +226,8 @@ def sign(
         body: The exact bytes that will be sent as the request body.
         secret: The endpoint's signing secret.
         organization_id: The ``o`` value: the sending account's organization ID.
-        timestamp: ``t``, Unix seconds; defaults to ``int(time.time())``.
+        timestamp: ``t``, Unix seconds as an ``int`` (not a ``float`` or a ``bool``);
+            defaults to ``int(time.time())``.
 
     Returns:
         ``"o:<org>,t:<unix seconds>,v:<base64 HMAC-SHA256>"`` for the
@@ -233,8 +235,8 @@ def sign(
 
     Raises:
         SignatureFormatError: ``organization_id`` is empty, not printable ASCII or
-            contains ``,``, or ``timestamp`` is negative or over 12 digits: the header
-            could not be parsed back.
+            contains ``,``, or ``timestamp`` is not an ``int``, negative or over 12
+            digits: the header could not be parsed back.
     """
     if (
         not organization_id
@@ -244,6 +246,11 @@ def sign(
     ):
         raise SignatureFormatError("organization_id must be non-empty printable ASCII, without ','")
     t = int(time.time()) if timestamp is None else timestamp
+    if not isinstance(t, int) or isinstance(t, bool):  # "1.5", "True": t its parser refuses
+        raise SignatureFormatError(
+            "timestamp must be an int of Unix seconds, e.g. int(time.time()), "
+            f"not {type(t).__name__}"
+        )
     if not 0 <= t < 10**_MAX_T_DIGITS:
         raise SignatureFormatError(
             f"timestamp must be a non-negative Unix time of at most {_MAX_T_DIGITS} digits"
@@ -288,7 +295,8 @@ def verify(
             when absent.
         secrets: The accepted secrets, newest first, or a resolver that finds them
             from the organization ID ``o``.
-        tolerance: Largest accepted ``abs(floor(now) - t)``, in seconds (default 300).
+        tolerance: Largest accepted ``abs(floor(now) - t)``, in seconds (default 300):
+            a finite ``int`` or ``float``, ``>= 0``.
         now: The current Unix time in seconds; defaults to :func:`time.time`. Its
             sub-second part is dropped before the timestamp check (whole seconds, like
             ``t``); a secret's stop date is compared with the exact value.
@@ -297,12 +305,16 @@ def verify(
         The parsed header, once the signature and the timestamp both check out.
 
     Raises:
+        ConfigurationError: ``tolerance`` is not a finite number ``>= 0`` (NaN or
+            infinity would turn the timestamp check off).
         SignatureFormatError: The header is missing or malformed.
         UnknownOrganizationError: The resolver knows no secret for ``o``.
         SignatureMismatchError: No active secret yields ``v``.
         TimestampError: ``t`` is more than ``tolerance`` whole seconds from
             ``floor(now)``.
     """
+    if type(tolerance) is not int or tolerance < 0:  # the default passes one test
+        check_tolerance(tolerance)
     if isinstance(header, str):  # the usual case, and the cheapest test: an exact type
         parsed = parse_signature_header(header)
     else:
@@ -319,6 +331,24 @@ def verify(
         raise UnknownOrganizationError("no secret is configured for this organization")
     check(body, parsed, candidates, tolerance, now)
     return parsed
+
+
+def check_tolerance(tolerance: object) -> None:
+    """Refuse a ``tolerance`` that is not a finite ``int`` or ``float`` ``>= 0`` (a bool,
+    a string, NaN or infinity: the last two would turn the timestamp check off).
+
+    Raises:
+        ConfigurationError: Naming the parameter and what it must be.
+    """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
+        raise ConfigurationError(
+            "tolerance must be a finite number of seconds >= 0 (an int or float), "
+            f"not {type(tolerance).__name__}"
+        )
+    if not (tolerance >= 0 and (isinstance(tolerance, int) or math.isfinite(tolerance))):
+        raise ConfigurationError(
+            f"tolerance must be a finite number of seconds >= 0, not {tolerance!r}"
+        )
 
 
 def check(

@@ -1,0 +1,132 @@
+"""Constructor arguments of WebhookReceiver refused with a ConfigurationError that names
+them, and a failing ``idempotency_key`` function reported like a handler's refusal."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import nullcontext
+from typing import Any
+
+import pytest
+
+from service_webhooks import ConfigurationError, MemoryStore, WebhookReceiver, sign
+from service_webhooks.inbox import MemoryInbox
+
+SECRET = "whsec-test-0123456789abcdef0123456789abcdef"
+ORG = "o-TEST-na1"
+BODY = b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a@b.c","text":"hi"}}'
+
+
+def receiver(**kwargs: Any) -> WebhookReceiver:
+    kwargs.setdefault("inbox", False)
+    return WebhookReceiver(SECRET, store="memory", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tolerance": "300"}, "tolerance must be a finite number of seconds >= 0"),
+        ({"tolerance": True}, "tolerance must be a finite number of seconds >= 0"),
+        ({"tolerance": float("nan")}, "tolerance must be a finite number of seconds >= 0"),
+        ({"tolerance": float("inf")}, "tolerance must be a finite number of seconds >= 0"),
+        ({"tolerance": -1}, "tolerance must be a finite number of seconds >= 0"),
+        ({"max_body_size": "10"}, "max_body_size must be an int"),
+        ({"max_body_size": True}, "max_body_size must be an int"),
+        ({"max_body_size": 10.0}, "max_body_size must be an int"),
+        ({"lease": "5"}, "lease must be a finite number"),
+        ({"lease": True}, "lease must be a finite number"),
+        ({"lease": float("inf")}, "lease must be a finite number of seconds > 0"),
+        ({"lease": float("nan")}, "lease must be a finite number of seconds > 0"),
+        ({"retention": "259200"}, "retention must be a number"),
+        ({"retention": True}, "retention must be a number"),
+        ({"unhandled_status": "200"}, "unhandled_status must be an int"),
+        ({"unhandled_status": True}, "unhandled_status must be an int"),
+        ({"unhandled_status": 200.0}, "unhandled_status must be an int"),
+        ({"idempotency_key": "x"}, "idempotency_key must be a callable"),
+        ({"clock": 1}, "clock must be a callable"),
+        ({"tracer": 1}, "tracer must be a DeliveryTracer"),
+        ({"tracer": object()}, "tracer must be a DeliveryTracer"),
+    ],
+)
+def test_wrong_arguments_are_refused_by_name(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        receiver(**kwargs)
+
+
+def test_a_tracer_with_only_one_of_its_methods_is_refused() -> None:
+    class Half:
+        def delivery(self) -> Any:
+            return nullcontext()
+
+        handlers = None
+
+    with pytest.raises(ConfigurationError, match="tracer must be a DeliveryTracer"):
+        receiver(tracer=Half())
+
+
+def test_good_numbers_still_pass() -> None:
+    class Tracer:
+        def delivery(self) -> Any:
+            return nullcontext()
+
+        def handlers(self, event: Any) -> Any:
+            return nullcontext()
+
+    r = receiver(
+        tolerance=30.5, lease=2.5, retention=200_000.0, max_body_size=1000, tracer=Tracer()
+    )
+    r.on("note.created", lambda event: None)
+    assert r.process(BODY, sign(BODY, SECRET, ORG)).reason == "processed"
+
+
+def test_a_key_function_that_raises_is_logged_at_warning_with_its_type(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inbox = MemoryInbox()
+    r = WebhookReceiver(
+        SECRET,
+        store=MemoryStore(),
+        inbox=inbox,
+        idempotency_key=lambda event: event.data.session_id,
+    )
+    r.on("note.created", lambda event: None)
+    with caplog.at_level(logging.INFO, logger="service_webhooks"):
+        outcome = r.process(BODY, sign(BODY, SECRET, ORG))
+    assert (outcome.status, outcome.reason) == (422, "unprocessable")
+    [warning] = [rec for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert "AttributeError" in warning.getMessage()
+    assert "session_id" in warning.getMessage()
+    record = inbox.search().items[0]
+    assert record.error_type == "AttributeError"
+    assert "session_id" in (record.error_message or "")
+    assert "AttributeError" in (record.traceback or "")
+    assert "AttributeError" in (record.detail or "")
+
+
+def test_a_key_function_failure_reaches_observers_with_its_type() -> None:
+    seen: list[Any] = []
+
+    def boom(event: Any) -> str:
+        raise LookupError("no such field")
+
+    r = receiver(idempotency_key=boom, observers=[seen.append])
+    r.on("note.created", lambda event: None)
+    assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 422
+    [record] = seen
+    assert record.error_type == "LookupError"
+    assert "LookupError: no such field" in record.detail
+
+
+@pytest.mark.parametrize(
+    ("returned", "shown"), [(123, "returned 123 (int)"), ("", "returned '' (str)")]
+)
+def test_a_key_function_returning_no_str_says_what_it_returned(
+    returned: object, shown: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[Any] = []
+    r = receiver(idempotency_key=lambda event: returned, observers=[seen.append])
+    r.on("note.created", lambda event: None)
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 422
+    assert f"{shown}, not a non-empty str" in seen[0].detail
+    assert any(shown in rec.getMessage() for rec in caplog.records)
