@@ -249,11 +249,13 @@ class WebhookReceiver:
         if not 0 < max_body_size <= MAX_BODY_SIZE:
             raise ConfigurationError(f"max_body_size must be 1..{MAX_BODY_SIZE} bytes")
         _require_number("lease", lease, "a finite number of seconds > 0")
-        if not (lease > 0 and (isinstance(lease, int) or math.isfinite(lease))):
+        if not (lease > 0 and _finite(lease)):
             raise ConfigurationError("lease must be a finite number of seconds > 0")
         _require_number("retention", retention, f"a number of seconds >= {MIN_RETENTION}")
         if not retention >= MIN_RETENTION:
             raise ConfigurationError(f"retention must be >= {MIN_RETENTION} seconds (48 h)")
+        if not _finite(retention):  # the stores compute expiry times from it
+            raise ConfigurationError("retention must be a finite number of seconds")
         _require_number("unhandled_status", unhandled_status, "an int HTTP status", integer=True)
         if not (unhandled_status in (200, 500) or 400 <= unhandled_status <= 499):
             raise ConfigurationError("unhandled_status must be 200, a 4xx or 500")
@@ -963,6 +965,14 @@ def _shown(value: object) -> str:
     """``repr(value)`` short enough for one log line."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _finite(seconds: float) -> bool:
+    """Whether ``seconds`` is finite as a float (an int too large for one is not)."""
+    try:
+        return math.isfinite(seconds)
+    except OverflowError:
+        return False
 
 
 def _require_number(name: str, value: object, expected: str, *, integer: bool = False) -> None:
