@@ -165,7 +165,7 @@ def _parsed(key: str, arg: str, value: Any) -> Any:
         if arg in _INTEGERS:
             return int(text)
         if arg in _NUMBERS:
-            return float(text) if any(c in text for c in ".eEnN") else int(text)
+            return float(text)  # seconds: the receiver takes any finite float
     except ValueError:
         expected = "an integer" if arg in _INTEGERS else "a number"
         raise ConfigurationError(

@@ -664,21 +664,18 @@ def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        running = False
+        # No loop here: run it after this block, so that a handler's error does not
+        # get this lookup's RuntimeError as its __context__.
+        pass
     else:
-        running = True
-    if not running:
-        # outside the ``except`` block: a handler's error must not get the loop
-        # lookup's RuntimeError as its __context__ ("During handling of ...")
-        asyncio.run(_await(awaitable))
-        return
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()  # never awaited: no "coroutine was never awaited" warning later
-    raise RuntimeError(
-        "an async handler was called from process() inside a running event loop; "
-        "call aprocess() there instead"
-    )
+        close = getattr(awaitable, "close", None)
+        if close is not None:
+            close()  # never awaited: no "coroutine was never awaited" warning later
+        raise RuntimeError(
+            "an async handler was called from process() inside a running event loop; "
+            "call aprocess() there instead"
+        )
+    asyncio.run(_await(awaitable))
 
 
 async def _await(awaitable: Any) -> None:

@@ -13,14 +13,12 @@ Exit code: 0 on success; 1 when a record is not found or a replay did not succee
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import importlib
 import ipaddress
 import os
 import re
 import secrets
-import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -35,7 +33,6 @@ from service_webhooks.inbox import (
     InboxPage,
     InboxQuery,
     ReceivedDelivery,
-    SQLiteInbox,
     SyncInbox,
     inbox_from_url,
 )
@@ -135,21 +132,10 @@ def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
 
 
 def _has_table(inbox: Inbox) -> bool:
-    """Whether the database of ``inbox`` (SQLite or PostgreSQL) has its table, asked
-    without changing the database (the SQLite file is opened read-only)."""
-    if isinstance(inbox, SQLiteInbox):
-        uri = inbox.path.absolute().as_uri() + "?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
-            found = connection.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (inbox.table,)
-            ).fetchone()
-        return found is not None
-    from service_webhooks.inbox import PostgresInbox
-
-    if isinstance(inbox, PostgresInbox):
-        rows = inbox._query("SELECT to_regclass(%s) IS NOT NULL", [inbox.table])
-        return bool(rows[0][0])
-    return True
+    """Whether the database of ``inbox`` has its table, asked without changing the
+    database (SQLite and PostgreSQL inboxes can tell; any other is taken as ready)."""
+    has_table = getattr(inbox, "has_table", None)
+    return True if has_table is None else bool(has_table())
 
 
 class _Unrecorded(SyncInbox):

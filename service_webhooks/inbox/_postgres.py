@@ -221,6 +221,16 @@ class PostgresInbox(SQLInbox):
         with psycopg.connect(self._conninfo, connect_timeout=timeout, autocommit=True):
             pass
 
+    def has_table(self) -> bool:
+        """Whether the database holds this inbox's table, asked without creating it
+        (for readers that must leave another application's database as it is).
+
+        Raises:
+            psycopg.Error: The database cannot be reached or refused.
+        """
+        rows = self._query("SELECT to_regclass(%s) IS NOT NULL", [self.table])
+        return bool(rows[0][0])
+
     def create_schema(self) -> None:
         """Create the table and its indexes if missing (idempotent).
 

@@ -124,6 +124,21 @@ class SQLiteInbox(SQLInbox):
         """Whether ``store`` is a :class:`~service_webhooks.stores.SQLiteStore` on this file."""
         return isinstance(store, SQLiteStore) and _same_file(store.path, self.path)
 
+    def has_table(self) -> bool:
+        """Whether the file holds this inbox's table, asked without changing it: the
+        file is opened read-only, where every other method creates the table.
+
+        Raises:
+            sqlite3.Error: The file does not exist, cannot be opened or is not a
+                database.
+        """
+        uri = self.path.absolute().as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+            found = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.table,)
+            ).fetchone()
+        return found is not None
+
     def _ready(self) -> None:
         self._connection()  # the table exists before another connection inserts into it
 

@@ -67,3 +67,19 @@ def test_close_lets_a_statement_at_work_in_another_thread_finish(
     worker.join()
     assert results == [()]  # the statement ran to its end, not on a closed connection
     assert inbox._connections == []
+
+
+def test_has_table_asks_without_creating_it(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite3"
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("CREATE TABLE other (x)")
+        connection.commit()
+    before = path.read_bytes()
+    assert SQLiteInbox(path).has_table() is False
+    assert path.read_bytes() == before  # opened read-only: nothing was created
+    inbox = SQLiteInbox(path)
+    assert inbox.get("0") is None  # any other method makes the table
+    assert inbox.has_table() is True
+    inbox.close()
+    with pytest.raises(sqlite3.OperationalError):
+        SQLiteInbox(tmp_path / "missing.sqlite3").has_table()

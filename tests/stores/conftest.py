@@ -83,10 +83,9 @@ def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
     return store
 
 
-def _postgres(request: pytest.FixtureRequest) -> IdempotencyStore:
+def require_postgres(request: pytest.FixtureRequest) -> None:
+    """Skip (or fail, when services are required) unless PostgreSQL answers."""
     import psycopg
-
-    from service_webhooks.stores._postgres import PostgresStore
 
     try:
         psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
@@ -94,6 +93,14 @@ def _postgres(request: pytest.FixtureRequest) -> IdempotencyStore:
         request.getfixturevalue("unavailable")(
             f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
         )
+
+
+def _postgres(request: pytest.FixtureRequest) -> IdempotencyStore:
+    import psycopg
+
+    from service_webhooks.stores._postgres import PostgresStore
+
+    require_postgres(request)
     table = f"service_webhooks_test_{uuid.uuid4().hex[:16]}"
     store = PostgresStore(POSTGRES_URL, table=table, max_size=8)
     store.create_schema()

@@ -12,7 +12,7 @@ from service_webhooks._storage_url import pop_query
 from service_webhooks.stores import MIN_RETENTION, ClaimState, MemoryStore, SQLiteStore
 from service_webhooks.stores._url import ENV_VAR, store_from_env, store_from_url
 
-from .conftest import POSTGRES_URL
+from .conftest import POSTGRES_URL, require_postgres
 
 
 def test_memory() -> None:
@@ -145,12 +145,7 @@ def test_a_postgres_url_with_options_works(request: pytest.FixtureRequest) -> No
 
     from service_webhooks.stores._postgres import PostgresStore
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        request.getfixturevalue("unavailable")(
-            f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
-        )
+    require_postgres(request)
     table = f"service_webhooks_test_{uuid.uuid4().hex[:16]}"
     separator = "&" if "?" in POSTGRES_URL else "?"
     url = f"{POSTGRES_URL}{separator}options=-c%20synchronous_commit%3Doff&table={table}&timeout=3"
