@@ -653,13 +653,18 @@ async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread:
             result = await run_in_thread(registration.handler, given)
         else:
             result = registration.handler(given)
-        if result is not None and inspect.isawaitable(result):
-            await result
+        if result is not None:
+            if inspect.isawaitable(result):
+                await result
+            else:
+                refuse_generator(result)
 
 
 def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
-    """Run an async handler's coroutine to completion from synchronous code."""
+    """Run an async handler's coroutine to completion from synchronous code; any other
+    result is ignored, except a generator (see :func:`refuse_generator`)."""
     if not inspect.isawaitable(awaitable):
+        refuse_generator(awaitable)
         return
     try:
         asyncio.get_running_loop()
@@ -676,6 +681,26 @@ def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
             "call aprocess() there instead"
         )
     asyncio.run(_await(awaitable))
+
+
+def refuse_generator(result: object) -> None:
+    """Raise when a handler returned a generator: its body never ran.
+
+    Registration refuses generator functions, but a decorator's plain wrapper can
+    still return one; answering 200 then would lose the event, so this is a handler
+    failure (500, retried) instead.
+
+    Raises:
+        TypeError: ``result`` is a generator or an async generator.
+    """
+    if inspect.isgenerator(result):
+        result.close()  # never started: closing it runs nothing
+    elif not inspect.isasyncgen(result):
+        return
+    raise TypeError(
+        "the handler returned a generator, so its body never ran (a decorator's "
+        "wrapper around a function with `yield`?); a handler must do its work when called"
+    )
 
 
 async def _await(awaitable: Any) -> None:

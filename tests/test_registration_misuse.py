@@ -12,6 +12,7 @@ Also here: an async handler's error under sync ``process()`` no longer carries t
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -523,3 +524,65 @@ def test_router_dispatch_raises_an_async_handler_error_without_context() -> None
     with pytest.raises(ValueError, match="broke") as raised:
         router.dispatch(event)
     assert raised.value.__context__ is None
+
+
+# -- a generator that registration cannot see --------------------------------------------
+
+
+def hides_a_generator(function: Callable[..., Any]) -> Callable[[Event[Any]], Any]:
+    """A decorator whose plain wrapper returns what it wraps returns: registration sees a
+    plain function, so only the call can show that the body never ran."""
+
+    def wrapper(event: Event[Any]) -> Any:
+        return function(event)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("kind", ["generator", "async generator"])
+@pytest.mark.parametrize("driver", ["process", "aprocess", "aprocess-no-thread"])
+def test_a_handler_returning_a_generator_fails_retryably(kind: str, driver: str) -> None:
+    """Answered 500 with the claim released (the retry runs it), never 200 processed."""
+    ran: list[str] = []
+
+    def body(event: Event[Any]) -> Iterator[None]:
+        ran.append("body")
+        yield
+
+    async def abody(event: Event[Any]) -> AsyncIterator[None]:
+        ran.append("body")
+        yield
+
+    store = MemoryStore()
+    receiver = make_receiver(store=store, sync_handlers_in_thread=driver != "aprocess-no-thread")
+    receiver.on("note.created", hides_a_generator(body if kind == "generator" else abody))
+    header = sign(BODY, SECRET, ORG)
+    if driver == "process":
+        outcome = receiver.process(BODY, header)
+    else:
+        outcome = asyncio.run(receiver.aprocess(BODY, header))
+    assert (outcome.status, outcome.reason) == (500, "handler_failed")
+    assert ran == []
+    assert len(store) == 0  # released: the service's retry processes it
+    fixed = make_receiver(store=store)
+    fixed.on("note.created", lambda event: ran.append("fixed"))
+    assert fixed.process(BODY, header).status == 200
+    assert ran == ["fixed"]
+
+
+def test_the_generator_error_names_the_fault(caplog: pytest.LogCaptureFixture) -> None:
+    receiver = make_receiver()
+    receiver.on("note.created", hides_a_generator(gen_handler))
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        assert deliver(receiver).status == 500
+    failure = next(r for r in caplog.records if r.exc_info)
+    assert failure.exc_info is not None
+    assert isinstance(failure.exc_info[1], TypeError)
+    assert "returned a generator, so its body never ran" in str(failure.exc_info[1])
+
+
+def test_other_results_of_a_sync_handler_are_still_ignored() -> None:
+    receiver = make_receiver()
+    receiver.on("note.created", lambda event: iter([1, 2]))  # an iterator, not a generator
+    receiver.on("note.created", lambda event: "done")
+    assert deliver(receiver).status == 200
