@@ -649,6 +649,7 @@ async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread:
         if registration.is_async:
             await registration.handler(given)  # type: ignore[misc]
             continue
+        result: object  # typed None or awaitable; a decorator may return anything
         if in_thread:
             result = await run_in_thread(registration.handler, given)
         else:

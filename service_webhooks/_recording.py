@@ -45,6 +45,7 @@ from ._idempotency import (
     DEFAULT_SQLITE_PATH,
     aguard,
     default_idempotency_key,
+    describe,
     guard,
 )
 from ._outcome import Outcome, outcome_for_error
@@ -403,7 +404,8 @@ def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:
     logger.error(
         "service_webhooks: could not record a delivery answered %s in the inbox (%s); answered 503",
         outcome.reason,
-        type(error).__name__,
+        # a driver's message may quote the row (the payload); the library's own names a fix
+        describe(error) if isinstance(error, ConfigurationError) else type(error).__name__,
     )
     answer = outcome_for_error(StoreError("the inbox is unavailable"))
     return Outcome(

@@ -48,6 +48,7 @@ _TYPES = {
     "int": "bigint",
 }
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 
 def _checked(table: str) -> str:
@@ -179,11 +180,25 @@ class PostgresInbox(SQLInbox):
         pool = self._sync_pool()
         checkout = self._deadlines.connection(pool) if bounded else pool.connection()
         with checkout as connection:
-            cursor = connection.execute(statement.encode(), params)
+            try:
+                cursor = connection.execute(statement.encode(), params)
+            except _MISSING as error:
+                raise self._missing_table(error) from error
             rows = cursor.fetchall() if cursor.description is not None else []
             if connection.info.transaction_status != _IDLE:
                 connection.commit()  # a pool you passed in may not be autocommit
             return cursor.rowcount, rows
+
+    def _missing_table(self, error: psycopg.Error) -> ConfigurationError:
+        """The fix for a statement on a table that was never created."""
+        where = "" if self._conninfo is None else f" at {redact_url(self._conninfo)}"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return ConfigurationError(
+            f"the inbox table {self.table!r} does not exist in PostgreSQL{where} "
+            f"({type(error).__name__}: {reason}); create it once with "
+            "PostgresInbox.create_schema() or by running PostgresInbox.schema_sql() in your "
+            "migrations (inbox_from_url() and inbox=True create it for you)"
+        )
 
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._run(statement, params)[1]
@@ -275,7 +290,10 @@ class PostgresInbox(SQLInbox):
         self, pool: AsyncConnectionPool[Any], statement: str, params: Sequence[Any]
     ) -> tuple[int, list[tuple[Any, ...]]]:
         async with self._deadlines.aconnection(pool) as connection:
-            cursor = await connection.execute(statement.encode(), params)
+            try:
+                cursor = await connection.execute(statement.encode(), params)
+            except _MISSING as error:
+                raise self._missing_table(error) from error
             rows = await cursor.fetchall() if cursor.description is not None else []
             return cursor.rowcount, rows
 
