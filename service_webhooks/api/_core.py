@@ -278,6 +278,15 @@ _STATUS_CLASSES: dict[int, type[APIStatusError]] = {
 }
 
 
+def request_path(request: httpx.Request) -> str:
+    """The path of ``request`` as sent: still percent-escaped, without the query.
+
+    An error names this path, so ``cancel("a/b")`` reads ``/operations/v1/a%2Fb/cancel``
+    (what the service received), not ``/operations/v1/a/b/cancel``.
+    """
+    return request.url.raw_path.split(b"?", 1)[0].decode("ascii")
+
+
 def status_error(call: Call, response: httpx.Response, *, now: float) -> APIStatusError | None:
     """Map a response to ``None`` (2xx) or the matching :class:`APIStatusError`.
 
@@ -297,7 +306,7 @@ def status_error(call: Call, response: httpx.Response, *, now: float) -> APIStat
     return cls(
         f"{status} {phrase}{_detail(body)}",
         method=call.method,
-        path=response.request.url.path,
+        path=request_path(response.request),
         status_code=status,
         body=body,
         retry_after=parse_retry_after(response.headers.get("Retry-After"), now=now),
@@ -355,7 +364,7 @@ def decode(call: Call, response: httpx.Response, type_: type[T]) -> T:
         raise APIResponseError(
             f"unexpected response body: {exc}",
             method=call.method,
-            path=response.request.url.path,
+            path=request_path(response.request),
             status_code=response.status_code,
         ) from exc
     return result
@@ -413,6 +422,24 @@ class RetryPolicy:
         return cap / 2 + jitter * cap / 2
 
 
+def check_io_options(
+    transport: object, transport_type: type[Any], sleep: object, jitter: object
+) -> None:
+    """Refuse a driver's I/O arguments of the wrong kind when the client is made, not
+    at the first request (an async transport given to the sync client, ``sleep=None``).
+
+    Raises:
+        ConfigurationError: ``transport`` is not ``None`` nor a ``transport_type``, or
+            ``sleep`` or ``jitter`` is not callable.
+    """
+    if transport is not None and not isinstance(transport, transport_type):
+        expected, got = transport_type.__name__, type(transport).__name__
+        raise ConfigurationError(f"transport must be an httpx.{expected}, got {got}")
+    for name, value in (("sleep", sleep), ("jitter", jitter)):
+        if not callable(value):
+            raise ConfigurationError(f"{name} must be callable, got {value!r}")
+
+
 def _version() -> str:
     try:
         return metadata.version("service-webhooks")
@@ -431,8 +458,9 @@ class ClientCore:
         retry: The :class:`RetryPolicy`.
 
     Raises:
-        ConfigurationError: Empty key or one with whitespace or control characters,
-            a base URL that is not absolute http(s), a timeout that is not > 0.
+        ConfigurationError: Empty key or one with whitespace, control or non-ASCII
+            characters; a base URL that is not absolute http(s), or that has a query,
+            a fragment, credentials or a port outside 1-65535; a timeout that is not > 0.
     """
 
     def __init__(self, api_key: str, *, base_url: str, timeout: float, retry: RetryPolicy) -> None:
@@ -440,12 +468,24 @@ class ClientCore:
             raise ConfigurationError("api_key must be a non-empty str")
         if any(ch.isspace() or not ch.isprintable() for ch in api_key):
             raise ConfigurationError("api_key must not contain whitespace or control characters")
+        if not api_key.isascii():
+            # An HTTP header value is ASCII: httpx would raise UnicodeEncodeError.
+            raise ConfigurationError("api_key must contain only ASCII characters")
         try:
             url = httpx.URL(base_url)
         except (TypeError, httpx.InvalidURL) as exc:
             raise ConfigurationError(f"base_url is not a URL: {base_url!r}") from exc
+        if url.userinfo:
+            # httpx would send them as Basic credentials instead of the API key.
+            raise ConfigurationError("base_url must not contain credentials (user:password@)")
         if url.scheme not in {"http", "https"} or not url.host:
             raise ConfigurationError(f"base_url must be an absolute http(s) URL: {base_url!r}")
+        if b"?" in url.raw_path or url.fragment:
+            # The spec's paths are appended to the base URL's path: a query or a
+            # fragment would swallow them (every request would go to the base path).
+            raise ConfigurationError(f"base_url must not have a query or a fragment: {base_url!r}")
+        if url.port is not None and not 1 <= url.port <= 65535:
+            raise ConfigurationError(f"base_url has a port outside 1-65535: {url.port}")
         if (
             not isinstance(timeout, int | float)
             or isinstance(timeout, bool)

@@ -68,6 +68,7 @@ class Client:
     ) -> None:
         policy = RetryPolicy(max_retries=max_retries, max_retry_after=max_retry_after)
         self._core = ClientCore(api_key, base_url=base_url, timeout=timeout, retry=policy)
+        _core.check_io_options(transport, httpx.BaseTransport, sleep, jitter)
         self._sleep = sleep
         self._jitter = jitter
         self._http = httpx.Client(transport=transport, **self._core.httpx_options())
@@ -103,7 +104,7 @@ class Client:
             try:
                 response = self._http.send(request)
             except httpx.RequestError as exc:
-                error = _core.connection_error(call, request.url.path, exc)
+                error = _core.connection_error(call, _core.request_path(request), exc)
             else:
                 _core.detach(response)
                 error = self._core.outcome(call, response)

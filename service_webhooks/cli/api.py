@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
@@ -30,15 +30,18 @@ import httpx
 import msgspec
 from click.shell_completion import CompletionItem
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Column
 
-from service_webhooks import WebhookError
+from service_webhooks import ConfigurationError, WebhookError
 from service_webhooks.api import (
+    APIStatusError,
     Client,
     Operation,
     OperationState,
     OperationType,
+    ParameterError,
     PrivacySettingsVersion,
     is_never,
 )
@@ -90,12 +93,27 @@ def _client(api_key: str, base_url: str, timeout: float) -> Iterator[Client]:
     try:
         with Client(api_key, base_url=base_url, timeout=timeout, transport=transport) as client:
             yield client
+    except (ParameterError, ConfigurationError) as error:
+        # Refused before any request (an empty --state, a base URL with a query...):
+        # a usage error, exit status 2, like a --limit over 100.
+        raise click.UsageError(str(error)) from error
     except WebhookError as error:
-        raise click.ClickException(str(error)) from error
+        raise click.ClickException(_error_message(error)) from error
+
+
+def _error_message(error: WebhookError) -> str:
+    """The error's text, plus the service's ``Retry-After`` when it sent one."""
+    if isinstance(error, APIStatusError) and error.retry_after is not None:
+        return f"{error}; the service asks to retry after {error.retry_after:g} s"
+    return str(error)
 
 
 def _when(value: datetime) -> str:
-    return "never" if is_never(value) else value.strftime("%Y-%m-%d %H:%M")
+    if is_never(value):
+        return "never"
+    with contextlib.suppress(OverflowError):  # an offset at the edge of year 1
+        value = value.astimezone(UTC)  # the columns say UTC
+    return value.strftime("%Y-%m-%d %H:%M")
 
 
 def _paged(pager: Pager[Any, ItemT], what: str) -> Iterator[ItemT]:
@@ -127,7 +145,17 @@ def _emit(items: Iterable[Any], as_json: bool, table: Callable[[list[Any]], Rows
             click.echo(msgspec.json.encode(item).decode())
         return
     columns, rows = table(list(items))
-    print_table(console(), columns, rows)
+    out = console()
+    print_table(out, columns, _safe_cells(rows, terminal=out.is_terminal))
+
+
+def _safe_cells(rows: list[list[str]], *, terminal: bool) -> list[list[str]]:
+    """Make the API's texts print as they are: on a terminal rich would read ``[red]``
+    or ``[/]`` in a field as markup (and fail on an unmatched tag); piped, a line
+    break in a field would split its row."""
+    if terminal:
+        return [[escape(cell) for cell in row] for row in rows]
+    return [[" ".join(cell.splitlines()) for cell in row] for row in rows]
 
 
 def _completer(known: type[OperationState] | type[OperationType]) -> Any:

@@ -26,7 +26,8 @@ What it does, per the spec (and where the spec is open, what it chose):
   ``read_only_key`` may GET but gets 403 on cancel.
 - The last page's token is ``""`` (or absent with ``omit_last_token=True``);
   ``repeat_tokens=True`` simulates a buggy service that hands the same token forever.
-- Error bodies are ``{"message": ...}`` (spec §7 does not show them).
+- Error bodies are ``{"message": ...}`` (spec §7 does not show them), an unknown
+  path's 404 and a wrong method's 405 included.
 - Faults (:class:`Fault`) are consumed in order by the first request they match:
   a status (for example 429 with ``Retry-After``, 500, 503), a raw body, a delay.
 - Every request is recorded in :attr:`FakeAPI.requests`.
@@ -55,6 +56,7 @@ from urllib.parse import unquote
 import httpx
 import msgspec
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -231,6 +233,13 @@ def _error(status: int, message: str) -> Response:
     return _json(status, {"message": message})
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (unknown path) and 405 (wrong method) as ``{"message": ...}``,
+    like every other error of the fake (Starlette would answer plain text)."""
+    assert isinstance(exc, HTTPException)
+    return _json(exc.status_code, {"message": exc.detail}, exc.headers)
+
+
 class _BadRequest(Exception):
     pass
 
@@ -291,7 +300,8 @@ class FakeAPI:
                 Route("/settings/recording/v1/privacy/history", self._history, methods=["GET"]),
                 Route("/operations/v1", self._list_operations, methods=["GET"]),
                 Route("/operations/v1/{rest:path}", self._cancel, methods=["POST"]),
-            ]
+            ],
+            exception_handlers={HTTPException: _http_error},
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

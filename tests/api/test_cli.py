@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import io
 import json
 import os
 import re
@@ -15,6 +17,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner, Result
+from rich.console import Console
 
 from service_webhooks.cli import main
 from service_webhooks.testing.fake_api import FakeAPI, Fault
@@ -205,3 +208,61 @@ def test_serve_fake_and_piped_tables_are_plain_lines(tmp_path: Path) -> None:
     assert len(rows) == 20
     assert all(row.split("\t")[2] == "FAILED" for row in rows)
     assert all(row.endswith("\tquota exceeded") for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["operations", "--state", ""], "state must be a non-empty str"),
+        (["operations", "--type", ""], "type must be a non-empty str"),
+        (["cancel", ""], "operation id must be a non-empty str"),
+        (["operations", "--base-url", "ftp://api.example.com"], "base_url must be"),
+        (["operations", "--base-url", "http://h/?x=1"], "must not have a query"),
+        (["operations", "--api-key", "clé"], "ASCII"),
+    ],
+)
+def test_values_refused_before_any_request_are_usage_errors(
+    fake: FakeAPI, args: list[str], message: str
+) -> None:
+    """Exit status 2, like a --limit over 100 (was 1, and a traceback for a non-ASCII key)."""
+    result = run(fake, *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert fake.requests == []
+
+
+def test_a_retry_after_the_client_did_not_wait_for_is_shown(fake: FakeAPI) -> None:
+    fake.inject(Fault(status=429, retry_after="3600"))
+    result = run(fake, "operations")
+    assert result.exit_code == 1
+    assert "429" in result.stderr
+    assert "retry after 3600 s" in result.stderr
+
+
+def test_markup_and_line_breaks_in_api_texts_are_printed_as_they_are(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal rich read ``[/bold]`` in a field as markup (MarkupError traceback);
+    piped, a line break in a field split its row in two."""
+    fake.operations[0]["errorDetails"] = "bad [/bold] thing [red]x"
+    fake.operations[1]["errorDetails"] = "line one\nline two"
+    piped = run(fake, "operations", "--limit", "2")
+    assert piped.exit_code == 0, piped.output
+    rows = [line.split("\t") for line in piped.stdout.splitlines()[1:]]
+    assert [row[0] for row in rows] == ["op-0000", "op-0001"]
+    assert [row[-1] for row in rows] == ["bad [/bold] thing [red]x", "line one line two"]
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=200, color_system=None)
+    cli_api = importlib.import_module("service_webhooks.cli.api")  # the module, not the group
+    monkeypatch.setattr(cli_api, "console", lambda: terminal)
+    shown = run(fake, "operations", "--limit", "2")
+    assert shown.exit_code == 0, shown.output
+    assert "bad [/bold] thing [red]x" in screen.getvalue()
+
+
+def test_times_are_shown_in_utc_as_the_columns_say(fake: FakeAPI) -> None:
+    fake.operations[0]["createdAt"] = "2024-05-01T14:00:00+02:00"
+    result = run(fake, "operations", "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].split("\t")[3] == "2024-05-01 12:00"

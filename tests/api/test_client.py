@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 
 from service_webhooks.api import (
@@ -250,6 +251,13 @@ async def test_cancel_of_a_non_cancelable_operation_is_a_status_error(api: Api) 
     assert api.sleeps == []
 
 
+async def test_an_error_names_the_escaped_path_the_service_received(api: Api) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        await api.cancel("a/b")
+    assert caught.value.path == "/operations/v1/a%2Fb/cancel"  # not .../a/b/cancel
+    assert api.fake.requests[0].raw_path == caught.value.path
+
+
 async def test_cancel_refuses_an_empty_id_before_sending(api: Api) -> None:
     with pytest.raises(ParameterError):
         await api.cancel("")
@@ -417,3 +425,22 @@ async def test_the_fake_refuses_a_token_used_with_other_filters(api: Api) -> Non
         )
     assert caught.value.status_code == 400
     assert caught.value.body == {"message": "filter parameters changed between paged requests"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/settings/recording/v1/privacy", 404),
+        ("GET", "/operations/v1/op-0000/cancel", 405),
+        ("POST", "/operations/v1", 405),
+    ],
+)
+def test_the_fakes_own_404_and_405_are_json_like_its_other_errors(
+    fake: FakeAPI, method: str, path: str, status: int
+) -> None:
+    """The fake documents ``{"message": ...}`` error bodies; Starlette's were plain text."""
+    with httpx.Client(transport=fake.sync_transport(), base_url="http://fake") as http:
+        response = http.request(method, path, headers={"Authorization": "Basic test-key"})
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["message"]

@@ -261,11 +261,36 @@ def test_retry_policy_is_validated(kwargs: dict[str, float]) -> None:
         ("k", "https://api.example.com", -1),
         ("k", "https://api.example.com", True),
         ("k", "https://api.example.com", float("nan")),
+        # Header values are ASCII: was a UnicodeEncodeError from httpx.
+        ("clé", "https://api.example.com", 10),
+        # The spec's paths are appended to the base path: a query swallowed them
+        # (every request went to GET /?x=1operations/v1).
+        ("k", "https://api.example.com/?x=1", 10),
+        ("k", "https://api.example.com/base?", 10),
+        ("k", "https://api.example.com/#top", 10),
+        # httpx sent user:password as Basic credentials instead of the API key.
+        ("k", "https://user:pass@api.example.com", 10),
+        ("k", "https://api.example.com:99999", 10),
     ],
 )
 def test_client_configuration_is_validated(api_key: str, base_url: str, timeout: float) -> None:
     with pytest.raises(ConfigurationError):
         ClientCore(api_key, base_url=base_url, timeout=timeout, retry=RetryPolicy())
+
+
+def test_a_refused_base_url_with_credentials_does_not_show_the_password() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        ClientCore("k", base_url="ftp://user:s3cr3t@host", timeout=1, retry=RetryPolicy())
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_a_status_error_names_the_path_as_sent() -> None:
+    request = httpx.Request("POST", "https://api.example.com/operations/v1/a%2Fb/cancel?x=1")
+    response = httpx.Response(404, content=b"{}", request=request)
+    error = status_error(cancel_call("a/b"), response, now=0)
+    assert error is not None
+    assert error.path == "/operations/v1/a%2Fb/cancel"
+    assert str(error) == "404 Not Found (POST /operations/v1/a%2Fb/cancel)"
 
 
 def test_headers_are_exactly_those_of_the_spec() -> None:

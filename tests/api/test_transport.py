@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service_webhooks._exceptions import WebhookError
+from service_webhooks._exceptions import ConfigurationError, WebhookError
 from service_webhooks.api import (
     APIConnectionError,
     APIError,
@@ -188,3 +188,31 @@ async def test_clients_close_their_pool() -> None:
         assert "test-key" not in repr(aclient)
     with pytest.raises(RuntimeError):
         await aclient.privacy_settings.history()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"transport": httpx.ASGITransport(app=FakeAPI())},  # an async transport
+        {"transport": object()},
+        {"sleep": None},
+        {"jitter": 0.5},
+    ],
+)
+def test_wrong_io_arguments_are_refused_when_the_sync_client_is_made(
+    options: dict[str, Any],
+) -> None:
+    """Was an AttributeError or TypeError at the first request (or the first retry)."""
+    with pytest.raises(ConfigurationError):
+        Client("k", base_url="http://api.invalid", **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"transport": httpx.HTTPTransport()}, {"sleep": None}, {"jitter": "0.5"}],
+)
+def test_wrong_io_arguments_are_refused_when_the_async_client_is_made(
+    options: dict[str, Any],
+) -> None:
+    with pytest.raises(ConfigurationError):
+        AsyncClient("k", base_url="http://api.invalid", **options)
