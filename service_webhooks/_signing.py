@@ -213,6 +213,18 @@ def _keyed(key: bytes) -> tuple[Any, Any]:
     return pads
 
 
+def signable_organization(organization_id: object) -> bool:
+    """Whether ``organization_id`` can be a header's ``o``: a non-empty printable ASCII
+    ``str`` without ``,`` (the comma ends the pair, spec §5.2)."""
+    return (
+        isinstance(organization_id, str)
+        and bool(organization_id)
+        and "," not in organization_id
+        and organization_id.isascii()
+        and organization_id.isprintable()
+    )
+
+
 def sign(
     body: bytes,
     secret: Secret | SecretLike,
@@ -238,12 +250,7 @@ def sign(
             contains ``,``, or ``timestamp`` is not an ``int``, negative or over 12
             digits: the header could not be parsed back.
     """
-    if (
-        not organization_id
-        or "," in organization_id
-        or not organization_id.isascii()
-        or not organization_id.isprintable()
-    ):
+    if not signable_organization(organization_id):
         raise SignatureFormatError("organization_id must be non-empty printable ASCII, without ','")
     t = int(time.time()) if timestamp is None else timestamp
     if not isinstance(t, int) or isinstance(t, bool):  # "1.5", "True": t its parser refuses

@@ -52,9 +52,14 @@ from service_webhooks.delivery import (
     VirtualClock,
     sample_event_for,
 )
-from service_webhooks.delivery.endpoint import DEFAULT_ORGANIZATION, SUBCATEGORY_EVENTS
+from service_webhooks.delivery.endpoint import (
+    DEFAULT_ORGANIZATION,
+    SUBCATEGORY_EVENTS,
+    check_url,
+)
 from service_webhooks.stores import redact_url
 
+from ._json import strict_loads
 from ._output import console as make_console
 from ._output import print_table
 from ._secret import signing_secret_option
@@ -175,12 +180,12 @@ def trigger(
         else:
             event = OutboundEvent(
                 event_name,
-                json.loads(data_json),
+                strict_loads(data_json),
                 org,
                 version=payload_version,
                 subcategory=subcategory,
             )
-    except (WebhookError, json.JSONDecodeError) as error:
+    except (WebhookError, ValueError) as error:
         raise click.UsageError(str(error)) from None
     clock: Clock = VirtualClock() if fast else SystemClock()
     console.print(
@@ -230,34 +235,53 @@ async def _trigger(
 def _read_events(path: Path) -> list[tuple[int, OutboundEvent]]:
     """The file's events with their line numbers; a usage error names a bad line."""
     events: list[tuple[int, OutboundEvent]] = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                if not isinstance(item, dict) or "eventName" not in item:
-                    raise ValueError("expected an object with eventName")
-                name = item["eventName"]
-                subcategory = item.get("subcategory")
-                if name in SUBCATEGORY_EVENTS and not subcategory:
-                    raise ValueError(f"{name} needs a subcategory (spec §2.6)")
-                options: dict[str, Any] = {}
-                if "id" in item:
-                    options["id"] = str(item["id"])
-                event = OutboundEvent(
-                    name,
-                    item.get("data"),
-                    item.get("organizationId", DEFAULT_ORGANIZATION),
-                    version=item.get("version", 1),
-                    # A subcategory only narrows the event types that require one.
-                    subcategory=subcategory if name in SUBCATEGORY_EVENTS else None,
-                    **options,
-                )
-                events.append((number, event))
-            except (ValueError, WebhookError) as error:
-                raise click.BadParameter(f"line {number}: {error}", param_hint="--events") from None
+    try:
+        content = path.read_bytes()
+    except OSError as error:
+        raise click.BadParameter(str(error), param_hint="--events") from None
+    for number, raw in enumerate(content.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise click.BadParameter(
+                f"line {number}: not UTF-8 ({error.reason} at byte {error.start})",
+                param_hint="--events",
+            ) from None
+        if not line.strip():
+            continue
+        try:
+            events.append((number, _event_of(strict_loads(line))))
+        except (ValueError, WebhookError) as error:
+            raise click.BadParameter(f"line {number}: {error}", param_hint="--events") from None
     return events
+
+
+def _event_of(item: Any) -> OutboundEvent:
+    """The event of one decoded line.
+
+    Raises:
+        ValueError, WebhookError: The line is not an event (the message says why).
+    """
+    if not isinstance(item, dict) or "eventName" not in item:
+        raise ValueError("expected an object with eventName")
+    name = item["eventName"]
+    if not isinstance(name, str) or not name:
+        raise ValueError("eventName must be a non-empty string")
+    subcategory = item.get("subcategory")
+    if name in SUBCATEGORY_EVENTS and not subcategory:
+        raise ValueError(f"{name} needs a subcategory (spec §2.6)")
+    options: dict[str, Any] = {}
+    if item.get("id") is not None:
+        options["id"] = str(item["id"])
+    return OutboundEvent(
+        name,
+        item.get("data"),
+        item.get("organizationId", DEFAULT_ORGANIZATION),
+        version=item.get("version", 1),
+        # A subcategory only narrows the event types that require one.
+        subcategory=subcategory if name in SUBCATEGORY_EVENTS else None,
+        **options,
+    )
 
 
 def _endpoints_for(
@@ -332,6 +356,26 @@ def _undelivered(
     return missing
 
 
+def _failed_duplicates(
+    events: list[tuple[int, OutboundEvent]],
+    emulator: Emulator,
+    missing: list[tuple[int, OutboundEvent, str]],
+) -> list[tuple[int, OutboundEvent, str]]:
+    """Deliveries that did not succeed although their event was delivered (an injected
+    duplicate, or the original when only its duplicate succeeded), in file order."""
+    lines = {id(event): number for number, event in events}
+    undelivered = {id(event) for _, event, _ in missing}
+    failed: list[tuple[int, OutboundEvent, str]] = []
+    for delivery in emulator.deliveries:
+        event = delivery.event
+        if delivery.state is DeliveryState.SUCCEEDED or id(event) in undelivered:
+            continue
+        detail = delivery.attempts[-1].description if delivery.attempts else "no attempt"
+        which = "duplicate" if delivery.duplicate else "first delivery"
+        failed.append((lines[id(event)], event, f"{which} {delivery.state.value}: {detail}"))
+    return sorted(failed, key=lambda item: item[0])
+
+
 @click.command()
 @_common
 @click.option(
@@ -387,10 +431,18 @@ def deliver(
 ) -> None:
     """Deliver a stream of events from a JSON Lines file and print a summary.
 
-    Every event in the file must be delivered: the exit code is 0 only then, and
-    each event that was not is named (line, eventName, ID, why) on stderr.
+    Every event in the file (and every injected duplicate) must be delivered: the
+    exit code is 0 only then, and each event or duplicate that was not is named
+    (line, eventName, ID, why) on stderr.
     """
     console = make_console()
+    try:
+        check_url(url)  # even when the file holds no event
+    except WebhookError as error:
+        raise click.UsageError(str(error)) from None
+    if audit_log is not None and not audit_log.parent.is_dir():
+        # Checked before delivering, not found out after the run.
+        raise click.BadParameter(f"{audit_log.parent} is not a directory", param_hint="--audit-log")
     events = _read_events(events_file)
     try:
         endpoints = _endpoints_for(events, url, secret, payload_version)
@@ -429,12 +481,25 @@ def deliver(
     if any("reserved address" in e.description for e in emulator.audit):
         console.print(f"[dim]{_HINT}[/dim]")
     if audit_log is not None:
-        audit_log.write_text(json.dumps(emulator.audit.to_json(), indent=1), encoding="utf-8")
+        try:
+            audit_log.write_text(json.dumps(emulator.audit.to_json(), indent=1), encoding="utf-8")
+        except OSError as error:
+            raise click.ClickException(f"cannot write the audit log: {error}") from None
         console.print(f"audit log: {audit_log} ({summary.attempts} attempts)")
+    errors = make_console(stderr=True)
     if missing:
-        errors = make_console(stderr=True)
         errors.print(f"[red]{len(missing)} of {len(events)} event(s) not delivered:[/red]")
         for number, event, why in missing:
+            errors.print(f"line {number}: {event.name} v{event.version} id {event.id}: {why}")
+    failed_twins = _failed_duplicates(events, emulator, missing)
+    if failed_twins:
+        # The event itself was delivered, but the receiver did not accept its duplicate
+        # (it should answer 200, spec §6.1: duplicates can occur): say why the exit is 1.
+        errors.print(
+            f"[red]{len(failed_twins)} delivery(ies) of delivered events not "
+            "delivered (duplicates the receiver did not accept):[/red]"
+        )
+        for number, event, why in failed_twins:
             errors.print(f"line {number}: {event.name} v{event.version} id {event.id}: {why}")
     if missing or summary.delivered != summary.deliveries:
         raise SystemExit(1)

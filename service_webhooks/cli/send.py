@@ -28,7 +28,6 @@ bytes of ``--body-file`` exactly as they are.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import IO, Any
 
 import click
@@ -49,6 +48,7 @@ from service_webhooks.delivery.endpoint import check_url
 from service_webhooks.stores import redact_url
 from service_webhooks.testing.signer import Signer
 
+from ._json import strict_loads
 from ._secret import signing_secret_option
 
 __all__ = ["DEADLINE", "send"]
@@ -62,6 +62,7 @@ _HINT = (
 )
 
 _SHOWN_RESPONSE = 200  # characters of the response body echoed for information
+_READ_LIMIT = 1024  # bytes of the response body read at most (the emulator's snippet_size)
 
 _LABELS = {
     Result.SUCCESS: "success",
@@ -91,7 +92,8 @@ _LABELS = {
 )
 @click.option(
     "--timestamp",
-    type=click.IntRange(min=0),
+    # At most 12 digits, as sign() requires: a larger one is this option's error, not --org's.
+    type=click.IntRange(min=0, max=10**12 - 1),
     help="Sign as of this Unix time in seconds (default: now), e.g. to see a replay refused.",
 )
 @click.option(
@@ -133,6 +135,12 @@ def send(
         else:
             if event_name is None or data is None:
                 raise click.UsageError("give --event NAME and --data JSON, or --body-file FILE")
+            if not event_name:
+                raise click.BadParameter(
+                    "an event needs a non-empty eventName (spec §2.7); send a malformed "
+                    "body with --body-file",
+                    param_hint="--event",
+                )
             body, headers = signer.delivery(
                 event_name, _parse_json(data), version=event_version, timestamp=timestamp
             )
@@ -181,9 +189,11 @@ async def _reserved(url: str) -> str | None:
 
 
 def _parse_json(text: str) -> Any:
+    """``--data`` as strict JSON: ``NaN`` and ``Infinity`` are refused (RFC 8259), as
+    they would be sent as is and make the body invalid JSON."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
+        return strict_loads(text)
+    except ValueError as error:
         raise click.BadParameter(f"not valid JSON: {error}", param_hint="--data") from error
 
 
@@ -194,15 +204,28 @@ async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, st
         httpx.HTTPError: Not transmitted, or no complete answer (the overall
             deadline is raised as :class:`httpx.TimeoutException`).
     """
+    received = bytearray()
     async with httpx.AsyncClient(
         timeout=DEADLINE, follow_redirects=False, trust_env=False
     ) as client:
         try:
-            async with asyncio.timeout(DEADLINE):
-                response = await client.post(url, content=body, headers=headers)
+            async with (
+                asyncio.timeout(DEADLINE),
+                client.stream("POST", url, content=body, headers=headers) as response,
+            ):
+                # Only the status counts (spec §6.1): read at most _READ_LIMIT bytes of
+                # the body, as the delivery emulator does, never wait for the rest.
+                try:
+                    async for chunk in response.aiter_bytes():
+                        received += chunk
+                        if len(received) >= _READ_LIMIT:
+                            break
+                except httpx.HTTPError:
+                    pass  # the status arrived; only the excerpt is incomplete
         except TimeoutError as error:
             raise httpx.TimeoutException(f"no complete answer within {DEADLINE:g} s") from error
-    excerpt = response.text[:_SHOWN_RESPONSE].strip()
+    text = bytes(received[:_READ_LIMIT]).decode(response.encoding or "utf-8", "replace")
+    excerpt = text[:_SHOWN_RESPONSE].strip()
     return response.status_code, response.reason_phrase, excerpt
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from .._credentials import Secret
 from .._envelope import MAX_BODY_SIZE, encode_envelope
 from .._exceptions import ConfigurationError
+from .._signing import signable_organization
 
 __all__ = [
     "DEFAULT_ORGANIZATION",
@@ -37,6 +38,7 @@ __all__ = [
     "SUBCATEGORY_EVENTS",
     "Endpoint",
     "OutboundEvent",
+    "check_organization_id",
     "check_url",
     "encode_envelope",
 ]
@@ -69,7 +71,9 @@ class OutboundEvent:
         body: The envelope bytes, computed once (see :func:`encode_envelope`).
 
     Raises:
-        ConfigurationError, PayloadTooLargeError: see :func:`encode_envelope`.
+        ConfigurationError, PayloadTooLargeError: see :func:`encode_envelope`; also an
+            ``organization_id`` a signature cannot carry (see
+            :func:`check_organization_id`) or a ``subcategory`` that is not a string.
     """
 
     name: str
@@ -81,8 +85,9 @@ class OutboundEvent:
     body: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.organization_id or "," in self.organization_id:
-            raise ConfigurationError("organization_id must be non-empty, without ','")
+        check_organization_id(self.organization_id)
+        if self.subcategory is not None and not isinstance(self.subcategory, str):
+            raise ConfigurationError("subcategory must be a string")
         object.__setattr__(self, "body", encode_envelope(self.name, self.data, self.version))
 
 
@@ -103,8 +108,9 @@ class Endpoint:
 
     Raises:
         ConfigurationError: Another scheme, no host, credentials in the URL, no event
-            type, a missing/blank subcategory for ``segment.trend.alert``, or a
-            ``payload_version`` that is not an int >= 1.
+            type, a missing/blank subcategory for ``segment.trend.alert``, an
+            ``organization_id`` a signature cannot carry (:func:`check_organization_id`),
+            or a ``payload_version`` that is not an int >= 1.
     """
 
     url: str
@@ -130,6 +136,8 @@ class Endpoint:
         names = frozenset([events] if isinstance(events, str) else events)
         if not names or not all(isinstance(n, str) and n for n in names):
             raise ConfigurationError("an endpoint needs at least one event type")
+        if subcategory is not None and not isinstance(subcategory, str):
+            raise ConfigurationError("subcategory must be a string")
         if names & SUBCATEGORY_EVENTS and (
             not subcategory or subcategory != subcategory.strip() or " " in subcategory
         ):
@@ -137,8 +145,7 @@ class Endpoint:
                 "segment.trend.alert needs a subcategory: the encoded value from the "
                 "subcategory listing, not the display name (spec §2.6)"
             )
-        if not organization_id or "," in organization_id:
-            raise ConfigurationError("organization_id must be non-empty, without ','")
+        check_organization_id(organization_id)
         if (
             isinstance(payload_version, bool)
             or not isinstance(payload_version, int)
@@ -162,6 +169,21 @@ class Endpoint:
         if event.version != self.payload_version:
             return False
         return event.subcategory is None or event.subcategory == self.subcategory
+
+
+def check_organization_id(organization_id: str) -> None:
+    """Check an organization ID as the ``o`` of a signature (spec §5.2) can carry it.
+
+    Raises:
+        ConfigurationError: Not a string, empty, not printable ASCII, or holding ``,``
+            (the rules of :func:`service_webhooks.sign`, checked when the event or
+            endpoint is made rather than at its first attempt).
+    """
+    if not signable_organization(organization_id):
+        raise ConfigurationError(
+            f"organization_id must be non-empty printable ASCII, without ',', "
+            f"got {organization_id!r}"
+        )
 
 
 def check_url(url: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from .._exceptions import ConfigurationError
 from .addresses import StaticResolver
 from .clock import Clock, VirtualClock
 from .emulator import Emulator
@@ -63,7 +64,10 @@ async def deliver_to_app(
 
     Args:
         app: The ASGI app that receives the webhooks.
-        events: The events (their organization must be ``organization_id``).
+        events: The events, all of the organization ``organization_id``. Each is
+            delivered: one endpoint is configured per subcategory and payload version
+            among them (spec §2.6, §9), so an event of version 2 or of a second
+            subcategory is delivered too, never silently dropped.
         secret: The endpoint's signing secret.
         url: The endpoint URL inside the app (the host is only sent as ``Host``).
         organization_id: The account of the endpoint.
@@ -71,18 +75,39 @@ async def deliver_to_app(
         deadline: Seconds per attempt.
         **options: Passed to :class:`~.emulator.Emulator` (``duplicates``,
             ``shuffle``, ``seed``, ``policy``, ``on_failure_notification``...).
+
+    Raises:
+        ConfigurationError: An event of another organization than
+            ``organization_id`` (it would reach no endpoint, and a test asserting
+            ``delivered == deliveries`` would pass without any delivery).
     """
     events = list(events)
-    endpoint = Endpoint(
-        url,
-        secret,
-        {event.name for event in events} or {"note.created"},
-        organization_id=organization_id,
-        subcategory=next((e.subcategory for e in events if e.subcategory), None),
-    )
+    strangers = sorted({e.organization_id for e in events} - {organization_id})
+    if strangers:
+        raise ConfigurationError(
+            f"every event must be of organization_id={organization_id!r}, got events of "
+            f"{', '.join(map(repr, strangers))}: pass organization_id=, or build the "
+            "events with it"
+        )
+    # One endpoint per (subcategory, payload version): each event reaches exactly one.
+    groups: dict[tuple[str | None, int], set[str]] = {}
+    for event in events:
+        groups.setdefault((event.subcategory, event.version), set()).add(event.name)
+    endpoints = [
+        Endpoint(
+            url,
+            secret,
+            names,
+            organization_id=organization_id,
+            subcategory=subcategory,
+            payload_version=version,
+        )
+        for (subcategory, version), names in groups.items()
+    ]
     async with asgi_sender(app, deadline=deadline) as sender:
         emulator = Emulator(sender, clock=clock or VirtualClock(), **options)
-        emulator.add_endpoint(endpoint)
+        for endpoint in endpoints:
+            emulator.add_endpoint(endpoint)
         emulator.publish(events)
         await emulator.run()
     return emulator

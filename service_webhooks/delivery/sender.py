@@ -125,6 +125,12 @@ def _classify_transport_error(error: Exception) -> _Failed:
         if "certificate" in text.lower() or "ssl" in text.lower():
             return _Failed(Failure.TLS, f"TLS error: {text}")
         return _Failed(Failure.UNREACHABLE, f"cannot connect: {text}")
+    if isinstance(error, httpx.RemoteProtocolError) and "without sending" in text:
+        # The receiver accepted the request and closed the connection without answering
+        # (h11: "Server disconnected without sending a response."): not a protocol mismatch.
+        return _Failed(
+            Failure.TRANSPORT, f"connection closed by the receiver without a response: {text}"
+        )
     if isinstance(error, httpx.ProtocolError):
         return _Failed(Failure.PROTOCOL, f"protocol error (HTTP/HTTPS mismatch?): {text}")
     return _Failed(Failure.TRANSPORT, f"transport error: {type(error).__name__}: {text}")

@@ -267,3 +267,60 @@ def test_https_url_is_accepted(transport: Any) -> None:
     )
     assert result.exit_code == 0, result.output
     assert str(requests[0].url) == "https://receiver.test/h"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--event", "note.created", "--data", "NaN"], "not valid JSON: NaN is not valid JSON"),
+        (["--event", "note.created", "--data", '{"n": Infinity}'], "Infinity is not valid"),
+        (["--event", "", "--data", "{}"], "Invalid value for --event: an event needs a non-empty"),
+    ],
+)
+def test_an_envelope_that_is_not_one_is_a_usage_error(
+    transport: Any, args: list[str], message: str
+) -> None:
+    # Both used to be sent: NaN as is (a body that is not JSON), and "eventName": "".
+    # --body-file remains the way to send a malformed body on purpose.
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner().invoke(main, ["send", URL, "--secret", SECRET, "--org", ORG, *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert requests == []
+
+
+def test_a_timestamp_over_12_digits_is_the_timestamp_option_error(transport: Any) -> None:
+    # It used to be reported as "Invalid value for --org: timestamp must be ...".
+    requests = transport(lambda request: httpx.Response(200))
+    result = CliRunner().invoke(
+        main,
+        ["send", URL, "--secret", SECRET, "--org", ORG, *event_args(), "--timestamp",
+         str(10**12)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--timestamp'" in result.output
+    assert "--org" not in result.output
+    assert requests == []
+
+
+class _Stalling(httpx.AsyncByteStream):
+    """A 200 whose body sends 2 KiB, then nothing more (a receiver still writing)."""
+
+    async def __aiter__(self) -> Any:
+        yield b"z" * 2048
+        await asyncio.sleep(30)
+        raise AssertionError("the body was read past the excerpt")
+
+
+def test_only_the_status_counts_not_the_rest_of_the_body(
+    transport: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The status arrived in time: success, as the emulator's Sender says for the same
+    # answer. It used to wait for the whole body and report "no response" at the deadline.
+    monkeypatch.setattr(send_module, "DEADLINE", 1.0)
+    transport(lambda request: httpx.Response(200, stream=_Stalling()))
+    result = run(*event_args())
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[1] == "HTTP 200 OK: success"
+    assert lines[2] == "response: " + "z" * 200

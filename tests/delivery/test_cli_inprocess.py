@@ -267,3 +267,137 @@ def test_every_deliver_option_has_help() -> None:
     assert "--concurrency INTEGER RANGE Most attempts in flight at once" in help_text
     options = [param for param in deliver_module.deliver.params if isinstance(param, click.Option)]
     assert [option.name for option in options if not option.help] == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"eventName": "note.created"}\n\xff\xfe{}\n', "line 2: not UTF-8"),
+        (b'{"eventName": "note.created", "organizationId": 123}\n', "line 1: organization_id"),
+        (b'{"eventName": "note.created", "organizationId": "\xc3\xb6rg"}\n', "organization_id"),
+        (b'{"eventName": "segment.trend.alert", "subcategory": 5}\n', "subcategory must be"),
+        (b'{"eventName": ["note.created"]}\n', "eventName must be a non-empty string"),
+        (b'{"eventName": "note.created", "data": NaN}\n', "NaN is not valid JSON"),
+    ],
+)
+def test_deliver_a_bad_line_is_a_usage_error_not_a_traceback(
+    answer_with: Any, tmp_path: Path, content: bytes, message: str
+) -> None:
+    # Each of these used to escape as a traceback (UnicodeDecodeError, TypeError,
+    # AttributeError, a SignatureFormatError at the first attempt), or, for NaN, to be
+    # sent as null.
+    requests = answer_with(200)
+    events = tmp_path / "e.jsonl"
+    events.write_bytes(content)
+    result = CliRunner().invoke(
+        main, ["deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast"]
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert requests == []
+
+
+def test_deliver_reads_a_bom_and_a_null_id(answer_with: Any, tmp_path: Path) -> None:
+    requests = answer_with(200)
+    events = tmp_path / "e.jsonl"
+    events.write_bytes(b'\xef\xbb\xbf{"eventName": "note.created", "data": {}, "id": null}\n')
+    result = run("deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast")
+    assert result.exit_code == 0, result.output
+    assert len(requests) == 1
+
+
+def test_deliver_checks_the_url_even_without_events(answer_with: Any, tmp_path: Path) -> None:
+    events = tmp_path / "e.jsonl"
+    events.write_text("", encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["deliver", "--url", "ftp://receiver.test/", "--secret", "s", "--events", str(events)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "http or https" in result.output
+
+
+def test_deliver_audit_log_in_a_missing_folder_is_refused_before_delivering(
+    answer_with: Any, tmp_path: Path
+) -> None:
+    requests = answer_with(200)
+    events = write_events(tmp_path / "e.jsonl", {"eventName": "note.created", "data": {}})
+    result = CliRunner().invoke(
+        main,
+        ["deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast",
+         "--audit-log", str(tmp_path / "missing" / "audit.json")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--audit-log" in result.output
+    assert requests == []
+
+
+def test_deliver_audit_log_that_cannot_be_written_is_an_error(
+    answer_with: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer_with(200)
+    events = write_events(tmp_path / "e.jsonl", {"eventName": "note.created", "data": {}})
+
+    def refuse(*args: Any, **kwargs: Any) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    result = CliRunner().invoke(
+        main,
+        ["deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast",
+         "--audit-log", str(tmp_path / "audit.json")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "cannot write the audit log: [Errno 13] Permission denied" in result.output
+
+
+@pytest.mark.parametrize("data", ["NaN", '{"x": Infinity}', "-Infinity"])
+def test_trigger_data_that_is_not_json_is_a_usage_error(answer_with: Any, data: str) -> None:
+    requests = answer_with(200)
+    result = CliRunner().invoke(
+        main, ["trigger", "note.created", "--url", URL, "--secret", "s", "--data", data]
+    )
+    assert result.exit_code == 2, result.output
+    assert "is not valid JSON" in result.output
+    assert requests == []
+
+
+def test_trigger_an_unsignable_organization_is_a_usage_error(answer_with: Any) -> None:
+    requests = answer_with(200)
+    result = CliRunner().invoke(
+        main, ["trigger", "note.created", "--url", URL, "--secret", "s", "--org", "örg"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "organization_id must be non-empty printable ASCII" in result.output
+    assert requests == []
+
+
+def test_deliver_names_a_duplicate_the_receiver_did_not_accept(
+    answer_with: Any, tmp_path: Path
+) -> None:
+    # The event is delivered, its injected duplicate answered 409 (a permanent failure):
+    # the exit code is 1, and stderr now says why instead of nothing.
+    seen: set[bytes] = set()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        status = 409 if request.content in seen else 200
+        seen.add(request.content)
+        return httpx.Response(status)
+
+    answer_with(answer)
+    events = write_events(
+        tmp_path / "e.jsonl", {"eventName": "note.created", "data": {"id": "n-1"}, "id": "e1"}
+    )
+    result = CliRunner().invoke(
+        main,
+        ["deliver", "--url", URL, "--secret", "s", "--events", str(events), "--fast",
+         "--duplicates", "1", "--seed", "1"],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "event(s) not delivered" not in result.stderr
+    assert "1 delivery(ies) of delivered events not delivered" in result.stderr
+    assert re.search(
+        r"^line 1: note\.created v1 id e1: duplicate permanent_failure: HTTP 409",
+        result.stderr,
+        re.M,
+    )

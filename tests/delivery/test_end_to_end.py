@@ -15,11 +15,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import sw_receiver_server
 
+from service_webhooks import ConfigurationError
 from service_webhooks.delivery import (
     Emulator,
     Endpoint,
@@ -143,3 +145,31 @@ async def test_wrong_secret_is_a_permanent_failure(caplog: pytest.LogCaptureFixt
     assert [e.status for e in delivery.attempts] == [401]
     assert delivery.attempts[0].result is Result.PERMANENT_FAILURE
     assert target.processed == {}
+
+
+async def _answer_200(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def test_deliver_to_app_delivers_every_subcategory_and_version() -> None:
+    # It used to configure one endpoint for the first subcategory and version 1 only:
+    # the other events were silently not sent, and delivered == deliveries still held.
+    events = [
+        OutboundEvent("segment.trend.alert", {"duration": "DAILY"}, ORG, subcategory="c2VnLTE"),
+        OutboundEvent("segment.trend.alert", {"duration": "WEEKLY"}, ORG, subcategory="c2VnLTI"),
+        OutboundEvent("note.created", {"id": "n-1"}, ORG),
+        OutboundEvent("note.created", {"id": "n-2"}, ORG, version=2),
+    ]
+    emulator = await deliver_to_app(_answer_200, events, secret=SECRET, organization_id=ORG)
+    assert sorted(d.event.id for d in emulator.deliveries) == sorted(e.id for e in events)
+    assert emulator.summary().delivered == 4
+
+
+async def test_deliver_to_app_refuses_an_event_of_another_organization() -> None:
+    # The default organization of an OutboundEvent is not ORG: such an event reached no
+    # endpoint, and the run "succeeded" with zero deliveries.
+    with pytest.raises(ConfigurationError, match="organization_id"):
+        await deliver_to_app(
+            _answer_200, [OutboundEvent("note.created", {})], secret=SECRET, organization_id=ORG
+        )

@@ -86,3 +86,28 @@ def test_envelope_limits() -> None:
         OutboundEvent("e", {}, version=True)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
         OutboundEvent("e", {}, "bad,org")
+
+
+@pytest.mark.parametrize("organization_id", ["örg", "o\n1", "o\x1b1", "", "a,b", 123, None])
+def test_an_organization_id_a_signature_cannot_carry_is_refused_up_front(
+    organization_id: object,
+) -> None:
+    # Refused when the event or endpoint is made, as a ConfigurationError: not at its first
+    # attempt, where sign() raised a SignatureFormatError out of Emulator.run().
+    with pytest.raises(ConfigurationError, match="organization_id"):
+        OutboundEvent("note.created", {}, organization_id)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="organization_id"):
+        Endpoint(
+            "https://h.example/",
+            "s",
+            {"note.created"},
+            organization_id=organization_id,  # type: ignore[arg-type]
+        )
+    assert OutboundEvent("note.created", {}, "o 1~").organization_id == "o 1~"
+
+
+def test_a_subcategory_must_be_a_string() -> None:
+    with pytest.raises(ConfigurationError, match="subcategory must be a string"):
+        Endpoint("https://h.example/", "s", {"segment.trend.alert"}, subcategory=5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="subcategory must be a string"):
+        OutboundEvent("segment.trend.alert", {}, subcategory=["a"])  # type: ignore[arg-type]

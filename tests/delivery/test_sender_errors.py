@@ -76,6 +76,14 @@ def raising(error: BaseException) -> Callable[[httpx.Request], httpx.Response]:
             Failure.PROTOCOL,
             "protocol error (HTTP/HTTPS mismatch?): illegal status line",
         ),
+        (
+            # The receiver closed the connection without answering: said so, not blamed
+            # on an HTTP/HTTPS mismatch.
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            Failure.TRANSPORT,
+            "connection closed by the receiver without a response: "
+            "Server disconnected without sending a response.",
+        ),
         (httpx.ReadError(""), Failure.TRANSPORT, "transport error: ReadError: ReadError"),
         (httpx.WriteTimeout("write timed out"), Failure.TIMEOUT, "timeout: write timed out"),
     ],
