@@ -22,9 +22,14 @@ _HTTP = (  # (header name, environ key): present means sent, even when empty
 _CGI = (("Content-Length", "CONTENT_LENGTH"), ("Content-Type", "CONTENT_TYPE"))
 
 
+_OWS = " \t"  # optional whitespace: never part of a field value (RFC 9110 §5.5)
+
+
 def environ_headers(environ: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(name, value)`` for each of ``Service-Signature``, ``Transfer-Encoding``,
-    ``User-Agent``, ``Content-Length`` and ``Content-Type`` the request carries."""
-    lines = [(name, environ[key]) for name, key in _HTTP if key in environ]
-    lines += [(name, environ[key]) for name, key in _CGI if environ.get(key)]
+    ``User-Agent``, ``Content-Length`` and ``Content-Type`` the request carries, without
+    the whitespace around the value that some servers keep (werkzeug's development
+    server leaves it after the value, which would fail a correct signature)."""
+    lines = [(name, environ[key].strip(_OWS)) for name, key in _HTTP if key in environ]
+    lines += [(name, environ[key].strip(_OWS)) for name, key in _CGI if environ.get(key)]
     return lines

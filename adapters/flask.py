@@ -204,11 +204,13 @@ def _blueprint(receiver_of: Callable[[Flask], WebhookReceiver], url: str, name: 
             )
 
         # werkzeug Rules with methods=None match every method (Flask's add_url_rule
-        # would default to GET); one per spelling, so neither redirects to the other
+        # would default to GET); one per spelling, so neither redirects to the other;
+        # merge_slashes=False: werkzeug would answer "/webhooks//" with a 308 to
+        # "/webhooks/" (a 3xx the service never follows, spec §7), now a plain 404
         prefix = (state.url_prefix or "").rstrip("/")
         endpoint = f"{state.name_prefix}.{state.name}.deliver".lstrip(".")
         for path in (prefix + bare or "/", prefix + bare + "/"):
-            app.url_map.add(Rule(path, endpoint=endpoint, methods=None))
+            app.url_map.add(Rule(path, endpoint=endpoint, methods=None, merge_slashes=False))
         app.view_functions[endpoint] = deliver
 
     blueprint.record(register)

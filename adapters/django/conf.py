@@ -96,10 +96,16 @@ def _unconfigured(organization_id: str) -> None:
 
 def _project_receiver() -> WebhookReceiver:
     config = get_config()
-    return build_receiver(config if config.get("SECRETS") else {**config, "SECRETS": _unconfigured})
+    try:  # built by the first webhooks.py as Django starts, before any check (E002) runs
+        return build_receiver(
+            config if config.get("SECRETS") else {**config, "SECRETS": _unconfigured}
+        )
+    except Exception as error:  # so say which setting is wrong, not only "tolerance ... str"
+        raise ImproperlyConfigured(f"settings.{SETTING} is invalid: {error!r}") from error
 
 
 receiver = cast(WebhookReceiver, SimpleLazyObject(_project_receiver))
 """The project's receiver, built from settings on first use; register handlers on it.
 Without ``SECRETS`` it refuses every delivery (fail closed) and ``manage.py check``
-reports ``service_webhooks.E001``."""
+reports ``service_webhooks.E001``. Settings that do not build a receiver raise
+``ImproperlyConfigured`` naming ``SERVICE_WEBHOOKS`` on first use."""

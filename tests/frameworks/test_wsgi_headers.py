@@ -36,3 +36,13 @@ def test_an_empty_cgi_variable_is_an_absent_header_an_empty_http_one_was_sent() 
     environ = {"CONTENT_TYPE": "", "CONTENT_LENGTH": "", "HTTP_SERVICE_SIGNATURE": ""}
     assert environ_headers(environ) == [("Service-Signature", "")]
     assert environ_headers({}) == []
+
+
+def test_whitespace_around_a_value_is_not_part_of_it() -> None:
+    # RFC 9110 §5.5; werkzeug's development server keeps the trailing whitespace, which
+    # made a correctly signed delivery a 401 signature under `flask run`
+    environ = {"HTTP_SERVICE_SIGNATURE": " \to:o-1,t:1,v:AAAA \t", "CONTENT_LENGTH": "12 "}
+    assert environ_headers(environ) == [
+        ("Service-Signature", "o:o-1,t:1,v:AAAA"),
+        ("Content-Length", "12"),
+    ]

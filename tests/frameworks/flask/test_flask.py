@@ -198,6 +198,19 @@ def test_trailing_slash_is_answered_not_redirected(kit: ModuleType, client: Flas
     assert (response.status_code, response.json["reason"]) == (200, "processed")  # never a 3xx
 
 
+@pytest.mark.parametrize("path", ["/hooks/in//", "/hooks//in", "/hooks/in///", "/hooks//in/"])
+def test_repeated_slashes_are_not_redirected(kit: ModuleType, path: str) -> None:
+    # werkzeug merges repeated slashes with a 308 by default: a 3xx is never sent (spec §7)
+    receiver = WebhookReceiver(kit.SECRET, store="memory")
+    app = Flask("slashes")
+    app.register_blueprint(webhook_blueprint(receiver, url="/in"), url_prefix="/hooks")
+    body = kit.envelope()
+    response = app.test_client().post(
+        path, data=body, headers={kit.SIGNATURE_HEADER: kit.signed(body)}
+    )
+    assert response.status_code == 404, response.headers.get("Location")
+
+
 def test_blueprint_with_an_explicit_receiver_and_url_prefix(kit: ModuleType) -> None:
     receiver = WebhookReceiver(kit.SECRET, store="memory")
     calls: list[str] = []
