@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import click
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from service_webhooks.stores import redact_url
 
@@ -43,6 +44,10 @@ def print_table(
 ) -> None:
     """Print ``rows`` under ``columns``: a rich table on a terminal, else TSV lines.
 
+    Cells print as they are, whatever they hold (data from a delivery or the API): on a
+    terminal ``[bold]`` is not markup, and piped, a line break or a tab cannot start a
+    new row or column.
+
     Args:
         out: Where to print.
         columns: Column headers (a rich :class:`~rich.table.Column` keeps its options
@@ -53,10 +58,15 @@ def print_table(
     if out.is_terminal:
         table = Table(*columns, title=title)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # as written: never read as markup
         out.print(table)
         return
     headers = [column.header if isinstance(column, Column) else column for column in columns]
     for line in (headers, *rows):
-        out.file.write("\t".join(str(cell).replace("\t", " ") for cell in line) + "\n")
+        out.file.write("\t".join(_one_line(str(cell)) for cell in line) + "\n")
     out.file.flush()
+
+
+def _one_line(cell: str) -> str:
+    """A cell on one line of one column: tabs and line breaks become spaces."""
+    return " ".join(cell.splitlines()).replace("\t", " ") if cell else cell

@@ -30,7 +30,6 @@ import httpx
 import msgspec
 from click.shell_completion import CompletionItem
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Column
 
@@ -145,17 +144,7 @@ def _emit(items: Iterable[Any], as_json: bool, table: Callable[[list[Any]], Rows
             click.echo(msgspec.json.encode(item).decode())
         return
     columns, rows = table(list(items))
-    out = console()
-    print_table(out, columns, _safe_cells(rows, terminal=out.is_terminal))
-
-
-def _safe_cells(rows: list[list[str]], *, terminal: bool) -> list[list[str]]:
-    """Make the API's texts print as they are: on a terminal rich would read ``[red]``
-    or ``[/]`` in a field as markup (and fail on an unmatched tag); piped, a line
-    break in a field would split its row."""
-    if terminal:
-        return [[escape(cell) for cell in row] for row in rows]
-    return [[" ".join(cell.splitlines()) for cell in row] for row in rows]
+    print_table(console(), columns, rows)
 
 
 def _completer(known: type[OperationState] | type[OperationType]) -> Any:

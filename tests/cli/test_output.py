@@ -63,3 +63,32 @@ def test_piped_tab_separated_lines_without_wrapping(monkeypatch: pytest.MonkeyPa
         "def456\tx\t22",
         f"z\t{long}\t3",
     ]
+
+
+HOSTILE = ["[/bold] unmatched", "[red]x[/red]", "two\nlines", "cr\r\nlf", "tab\there"]
+
+
+def test_cells_are_never_read_as_markup_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell from a delivery (an event name) or the API holding ``[/bold]`` made rich
+    raise MarkupError, and ``[red]x[/red]`` lost its brackets."""
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stdout", tty)
+    print_table(console(), ["CELL"], [[cell] for cell in HOSTILE[:2]])
+    shown = tty.getvalue()
+    assert "[/bold] unmatched" in shown
+    assert "[red]x[/red]" in shown
+
+
+def test_piped_cells_stay_on_their_row_and_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", piped)
+    print_table(console(), ["CELL", "N"], [[cell, str(n)] for n, cell in enumerate(HOSTILE)])
+    lines = piped.getvalue().splitlines()
+    assert lines[0] == "CELL\tN"
+    assert [line.split("\t") for line in lines[1:]] == [
+        ["[/bold] unmatched", "0"],
+        ["[red]x[/red]", "1"],
+        ["two lines", "2"],
+        ["cr lf", "3"],
+        ["tab here", "4"],
+    ]
