@@ -36,6 +36,7 @@ import asyncio
 import collections
 import heapq
 import itertools
+import math
 import random
 import statistics
 import time
@@ -170,7 +171,8 @@ class Emulator:
         signing_clock: Source of the signed ``t``, Unix seconds.
 
     Raises:
-        ConfigurationError: ``duplicates`` outside ``[0, 1]`` or ``concurrency < 1``.
+        ConfigurationError: ``duplicates`` outside ``[0, 1]``, ``concurrency < 1``, or
+            ``duplicate_delay`` negative, infinite or NaN.
     """
 
     def __init__(
@@ -196,6 +198,10 @@ class Emulator:
             raise ConfigurationError("duplicates is a probability in [0, 1]")
         if concurrency < 1:
             raise ConfigurationError("concurrency must be >= 1")
+        if not 0.0 <= duplicate_delay < math.inf:  # NaN fails both tests
+            raise ConfigurationError(
+                f"duplicate_delay must be a finite number of seconds >= 0, not {duplicate_delay!r}"
+            )
         self.sender = sender
         self.clock: Clock = clock or SystemClock()
         self.policy = policy or RetryPolicy()

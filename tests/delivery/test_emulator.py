@@ -357,3 +357,13 @@ def test_options_are_validated(mock_sender: Any, Recording: Any) -> None:
         Emulator(sender, duplicates=1.5)
     with pytest.raises(ConfigurationError):
         Emulator(sender, concurrency=0)
+
+
+@pytest.mark.parametrize("delay", [-1.0, float("inf"), float("nan")])
+def test_a_duplicate_delay_that_is_no_span_of_time_is_refused(
+    mock_sender: Any, Recording: Any, delay: float
+) -> None:
+    """A negative delay queued duplicates in the past; NaN or infinity never."""
+    with pytest.raises(ConfigurationError, match="duplicate_delay must be a finite number"):
+        Emulator(mock_sender(Recording(200)), duplicates=0.5, duplicate_delay=delay)
+    Emulator(mock_sender(Recording(200)), duplicates=0.5, duplicate_delay=0)  # at once: fine
