@@ -11,7 +11,7 @@ management each have their own organization ID (``o``) and their own secret.
   the same for every organization); a mapping ``organization ID -> secrets``; or a
   callable ``organization ID -> secrets | None``. :func:`as_resolver` turns any of
   them into a :class:`SecretResolver`.
-* :func:`generate_secret` makes a random 256-bit secret (spec §5.2 recommends 256-512).
+* :func:`generate_secret` makes a random secret of 256 (default) to 512 bits (spec §5.2).
 """
 
 from __future__ import annotations
@@ -197,11 +197,22 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
     raise ConfigurationError(f"unsupported secrets configuration: {type(config).__name__}")
 
 
-def generate_secret() -> str:
-    """Return a new random 256-bit secret as 43 URL-safe base64 characters.
+def generate_secret(bits: int = 256) -> str:
+    """Return a new random secret of ``bits`` bits as URL-safe base64 text.
 
     Spec §5.2 recommends a random secret of 256 to 512 bits, different per endpoint
     and per account. Paste the result into the service's webhook settings and into
-    the receiver's configuration.
+    the receiver's configuration (``service-webhooks secret new`` prints one).
+
+    Args:
+        bits: 256 (the default: 43 characters) to 512 (86 characters), a multiple
+            of 8.
+
+    Raises:
+        ConfigurationError: ``bits`` is not an ``int`` from 256 to 512 divisible by 8.
     """
-    return _random.token_urlsafe(32)
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 256 <= bits <= 512 or bits % 8:
+        raise ConfigurationError(
+            f"bits must be an int from 256 to 512, a multiple of 8 (spec §5.2), not {bits!r}"
+        )
+    return _random.token_urlsafe(bits // 8)

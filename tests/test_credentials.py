@@ -106,6 +106,20 @@ def test_generate_secret_is_256_random_bits() -> None:
     assert len(base64.urlsafe_b64decode(first + "=")) == 32
 
 
+@pytest.mark.parametrize("bits", [256, 264, 384, 512])
+def test_generate_secret_takes_the_spec_range_of_bits(bits: int) -> None:
+    secret = generate_secret(bits)
+    padded = secret + "=" * (-len(secret) % 4)
+    assert len(base64.urlsafe_b64decode(padded)) == bits // 8
+    assert generate_secret(bits) != secret
+
+
+@pytest.mark.parametrize("bits", [128, 255, 260, 520, 1024, 0, -256, 256.0, True, "256"])
+def test_generate_secret_refuses_bits_outside_the_spec_range(bits: object) -> None:
+    with pytest.raises(ConfigurationError, match="bits must be an int from 256 to 512"):
+        generate_secret(bits)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("bad", [{"o-1": 42}, [42], {"o-1": [None]}, {"o-1": ["ok-secret", b""]}])
 def test_bad_secret_values_inside_a_configuration_are_refused(bad: object) -> None:
     with pytest.raises(ConfigurationError):

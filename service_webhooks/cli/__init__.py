@@ -27,7 +27,8 @@ from .api import api  # noqa: E402
 from .deliver import deliver, trigger  # noqa: E402
 from .inbox import inbox  # noqa: E402
 from .listen import listen  # noqa: E402
+from .secret import secret  # noqa: E402
 from .send import send  # noqa: E402
 
-for command in (listen, send, trigger, deliver, api, inbox):
+for command in (listen, send, trigger, deliver, api, inbox, secret):
     main.add_command(command)
