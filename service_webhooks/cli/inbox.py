@@ -45,6 +45,7 @@ from service_webhooks.inbox.commands import (
     json_line,
     replay_line,
     replay_total,
+    selection,
     show_lines,
     table_row,
 )
@@ -60,7 +61,6 @@ DEFAULT_STORE = "sqlite:service_webhooks.sqlite3"
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_CLASS = re.compile(r"([1-5])xx")
 
 store_option = click.option(
     "--store",
@@ -102,6 +102,11 @@ def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
     if path is not None and not os.path.exists(path):
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):  # else every page would fail, one by one
+            raise click.ClickException(
+                f"cannot create the inbox at {path}: the directory {folder} does not exist"
+            )
         return inbox  # serve: a new file, made with the table on the first page
     try:
         if scheme in POSTGRES_SCHEMES:
@@ -209,19 +214,13 @@ def parse_duration(text: str, hint: str) -> float:
 def _query(
     statuses: Sequence[str], event: str | None, organization: str | None, since: str | None
 ) -> InboxQuery:
-    reasons: list[str] = []
-    status_class: int | None = None
-    for status in statuses:
-        match = _CLASS.fullmatch(status.strip().lower())
-        if match:
-            if status_class is not None:
-                raise click.BadParameter("one status class at a time", param_hint="--status")
-            status_class = int(match[1])
-        else:
-            reasons.append(status.strip())
+    try:  # the statuses as every inbox command reads them (a 6xx is no reason)
+        chosen = selection(statuses, event, organization)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     return InboxQuery(
-        reasons=tuple(reasons),
-        status_class=status_class,
+        reasons=chosen.reasons,
+        status_class=chosen.status_class,
         event_name=event,
         organization_id=organization,
         since=parse_since(since) if since else None,
@@ -379,7 +378,7 @@ def replay(
         return
     receiver = _load_receiver(receiver_spec)
     if receiver.inbox is None:
-        raise click.UsageError("this receiver keeps no inbox (inbox=False): nothing to replay")
+        raise click.UsageError(f"{NO_INBOX}: nothing to replay")
     failed = 0
     for record in records:
         try:
@@ -424,6 +423,8 @@ def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) ->
 
 
 AUTH_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_AUTH"
+
+NO_INBOX = "this receiver keeps no inbox (inbox=False)"
 
 
 def _is_loopback(host: str) -> bool:
@@ -489,11 +490,13 @@ def serve(
             "the dashboard needs the 'dashboard' extra: pip install 'service-webhooks[dashboard]'"
         ) from error
     receiver = _load_receiver(receiver_spec) if receiver_spec else None
+    if receiver is not None and receiver.inbox is None:
+        raise click.UsageError(f"{NO_INBOX}: it cannot replay from the dashboard")
+    inbox = _open(store, create=True)  # before a password is made for nothing
     credentials = basic_auth
     if credentials is None:
         credentials = "admin:" + secrets.token_urlsafe(12)
         click.echo(f"no --basic-auth given: log in as {credentials}", err=True)
-    inbox = _open(store, create=True)
     app = dashboard(inbox, receiver=receiver, basic_auth=credentials, title=title)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"inbox dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)

@@ -87,7 +87,11 @@ OUTCOMES: tuple[tuple[str, str], ...] = (
     ("in_flight", "in_flight"),
     ("store_unavailable", "store_unavailable"),
     ("retry_later", "retry_later"),
+    ("handoff_failed", "handoff_failed"),
 )
+"""The outcome filter's choices (the overview links a count to the list filtered by its
+reason only for these: a reason of the application's own ``RetryLater`` is shown
+unlinked)."""
 RANGES: tuple[tuple[str, str, float], ...] = (
     ("", "Any time", 0.0),
     ("1h", "Last hour", 3600.0),
@@ -464,6 +468,7 @@ class Dashboard:
             chart=_chart(buckets),
             slowest=slowest,
             now=now,
+            filterable=frozenset(dict(OUTCOMES)),
         )
 
     async def stylesheet(self, request: Request) -> Response:
@@ -597,8 +602,8 @@ def dashboard(
         A :class:`Dashboard` (an ASGI app; HTTP and lifespan scopes).
 
     Raises:
-        ConfigurationError: No inbox, no or both authentication methods, a bad
-            ``basic_auth`` or ``page_size``.
+        ConfigurationError: No inbox, a ``receiver`` that keeps none, no or both
+            authentication methods, a bad ``basic_auth`` or ``page_size``.
     """
     if (basic_auth is None) == (authorize is None):
         raise ConfigurationError(
@@ -614,6 +619,11 @@ def dashboard(
         inbox = receiver.inbox if receiver is not None else None
     if inbox is None:
         raise ConfigurationError("the dashboard needs an inbox (or a receiver that keeps one)")
+    if receiver is not None and receiver.inbox is None:
+        raise ConfigurationError(
+            "the receiver keeps no inbox (inbox=False, or a store that keeps none), so it "
+            "cannot replay: give it the inbox the dashboard shows"
+        )
     return Dashboard(
         inbox,
         receiver=receiver,

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError
+from .._reporting import printable
 from ._base import Inbox, InboxQuery, ReceivedDelivery
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ __all__ = [
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _CLASS = re.compile(r"([1-5])xx")
+_ANY_CLASS = re.compile(r"\dxx")  # 0xx, 6xx...: a class no status has, not a reason
 
 
 def parse_since(text: str) -> datetime.datetime:
@@ -74,18 +76,25 @@ def selection(
     class (``5xx``).
 
     Raises:
-        ValueError: Two status classes, or a bad ``since``.
+        ValueError: Two status classes, an empty status or a class no status has
+            (``6xx``), or a bad ``since``.
     """
     reasons: list[str] = []
     status_class: int | None = None
     for status in statuses:
-        match = _CLASS.fullmatch(status.strip().lower())
+        text = status.strip()
+        match = _CLASS.fullmatch(text.lower())
+        if not text or (not match and _ANY_CLASS.fullmatch(text.lower())):
+            raise ValueError(
+                f"--status {status!r}: a reason (handler_failed, unhandled...) or a class "
+                "(2xx, 4xx, 5xx)"
+            )
         if match and status_class is not None:
             raise ValueError("--status takes one status class at a time")
         if match:
             status_class = int(match[1])
         else:
-            reasons.append(status.strip())
+            reasons.append(text)
     return InboxQuery(
         reasons=tuple(reasons),
         status_class=status_class,
@@ -161,13 +170,24 @@ def table_row(record: ReceivedDelivery) -> list[str]:
     return [
         record.id,
         f"{record.received_at:%Y-%m-%d %H:%M:%S}",
-        record.organization_id,
-        f"{record.event_name or '-'} v{record.version}" if record.version else "-",
+        _cell(record.organization_id),
+        f"{_event(record)} v{record.version}" if record.version else "-",
         str(record.status),
-        record.reason,
+        _cell(record.reason),
         str(record.seen),
-        record.replays[-1].reason if record.replays else "",
+        _cell(record.replays[-1].reason) if record.replays else "",
     ]
+
+
+def _cell(text: str) -> str:
+    """``text`` for one cell of a line: a tab or a line break becomes a space, any other
+    control character (an ANSI escape) from the request a Python escape, as in the log
+    lines, so a value never splits a line nor drives the terminal."""
+    return printable(" ".join(text.splitlines()).replace("\t", " "))
+
+
+def _event(record: ReceivedDelivery) -> str:
+    return _cell(record.event_name) if record.event_name else "-"
 
 
 def table_lines(records: Iterable[ReceivedDelivery]) -> list[str]:
@@ -236,14 +256,14 @@ def json_line(record: ReceivedDelivery, *, full: bool = False) -> str:
 def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:
     """``ID  EVENT  REASON -> STATUS REASON`` (tabs): a record and its replay's answer."""
     return (
-        f"{record.id}\t{record.event_name or '-'}\t{record.reason} -> "
+        f"{record.id}\t{_event(record)}\t{_cell(record.reason)} -> "
         f"{outcome.status} {outcome.reason}"
     )
 
 
 def dry_run_line(record: ReceivedDelivery) -> str:
     """``ID  EVENT  REASON  would replay`` (tabs): what ``replay --dry-run`` prints."""
-    return f"{record.id}\t{record.event_name or '-'}\t{record.reason}\twould replay"
+    return f"{record.id}\t{_event(record)}\t{_cell(record.reason)}\twould replay"
 
 
 def replay_total(replayed: int, failed: int | None = None) -> str:
@@ -256,10 +276,12 @@ def replay_total(replayed: int, failed: int | None = None) -> str:
 
 def show_lines(record: ReceivedDelivery) -> list[str]:
     """One record as text: its fields (named as in :func:`record_json`, empty ones left
-    out), replays, traceback and the payload, pretty-printed when it is JSON."""
+    out), replays, traceback and the payload, pretty-printed when it is JSON. Control
+    characters from the request (a newline in a field, an ANSI escape) are written as
+    Python escapes, as in the log lines; the payload and traceback keep their lines."""
     fields = record_json(record, full=True)
     lines = [
-        f"{name}: {fields[name]}"
+        f"{name}: {printable(str(fields[name]))}"
         for name in (
             "id",
             "receivedAt",
@@ -283,9 +305,15 @@ def show_lines(record: ReceivedDelivery) -> list[str]:
         forced = " (forced)" if replay.forced else ""
         lines.append(f"replay: {replay.at.isoformat()} {replay.status} {replay.reason}{forced}")
     if record.traceback:
-        lines += ["traceback:", record.traceback.rstrip()]
+        lines += ["traceback:", _printable_lines(record.traceback.rstrip())]
     if fields["payload"] is not None:
         payload = json.dumps(fields["payload"], indent=2, ensure_ascii=False)
     else:
         payload = record.body.decode("utf-8", "replace")
-    return [*lines, "payload:", payload]
+    return [*lines, "payload:", _printable_lines(payload)]
+
+
+def _printable_lines(text: str) -> str:
+    """``text`` with its lines kept and every other control character (an ANSI escape,
+    a carriage return) written as a Python escape: a payload never drives the terminal."""
+    return "\n".join(printable(line) for line in text.split("\n"))

@@ -193,6 +193,45 @@ def test_list_usage_errors(box: Box) -> None:
     assert "no inbox for URL scheme 'redis'" in result.stderr
 
 
+@pytest.mark.parametrize("status", ["6xx", "0XX", " "])
+def test_a_status_no_answer_can_have_is_a_usage_error_not_an_empty_list(
+    box: Box, status: str
+) -> None:
+    result = run("list", "--store", box.store, "--status", status, code=2)
+    assert "a reason (handler_failed, unhandled...) or a class (2xx, 4xx, 5xx)" in result.stderr
+    result = run(
+        "replay", "--store", box.store, "--status", status, "--receiver",
+        f"{box.module}:receiver", "--dry-run", code=2,
+    )  # fmt: skip
+    assert "or a class (2xx, 4xx, 5xx)" in result.stderr
+
+
+def test_control_characters_of_a_delivery_never_reach_the_terminal(box: Box) -> None:
+    name = "evil\tname\nstatus: 200\x1b[2J\x1b]0;owned\x07"
+    body = json.dumps(
+        {"eventName": name, "version": 1, "data": {"text": "\x1b[31mred\x9b"}}
+    ).encode()
+    receiver = WebhookReceiver(SECRET, store=box.store)
+    assert receiver.process(body, sign(body, SECRET, ORG)).reason == "unhandled"
+    out = run("list", "--store", box.store).stdout
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    lines = out.splitlines()
+    assert len(lines) == 1 + 6  # the header, one line per delivery
+    assert lines[1].split("\t")[3] == "evil name status: 200\\x1b[2J\\x1b]0;owned\\x07 v1"
+    newest = listed(box)[0]["id"]
+    assert run("replay", newest, "--store", box.store, "--receiver", f"{box.module}:receiver",
+               "--dry-run").stdout.count("\n") == 1  # fmt: skip
+    shown = run("show", newest, "--store", box.store).stdout
+    for control in ("\x1b", "\x07", "\x9b"):
+        assert control not in shown
+    assert "eventName: evil\\tname\\nstatus: 200\\x1b[2J\\x1b]0;owned\\x07" in shown.splitlines()
+    assert not any(line.startswith("status: 200\\x1b") for line in shown.splitlines())
+    assert (
+        json.loads(run("show", newest, "--store", box.store, "--json").stdout)["eventName"] == name
+    )  # JSON keeps the exact value
+
+
 def test_an_inbox_that_cannot_be_opened_is_an_error_without_the_password() -> None:
     url = "postgresql://user:s3cret@127.0.0.1:1/nowhere"
     result = run("list", "--store", url, code=1)
@@ -514,6 +553,37 @@ def test_serve_refuses_a_store_that_keeps_no_inbox(
 ) -> None:
     result = run("serve", "--store", "memory", "--basic-auth", "u:p", code=2)
     assert "the memory store keeps no inbox" in result.stderr
+    assert served == []
+
+
+def test_serve_refuses_a_store_that_keeps_no_inbox_before_making_a_password(
+    served: list[tuple[Any, dict[str, Any]]],
+) -> None:
+    result = run("serve", "--store", "memory", code=2)
+    assert "log in as" not in result.stderr
+    assert served == []
+
+
+def test_serve_refuses_a_new_sqlite_file_in_a_missing_directory(
+    tmp_path: Path, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    # it used to start, then answer every page 500 (sqlite3: unable to open database file)
+    missing = tmp_path / "nowhere" / "inbox.sqlite3"
+    result = run("serve", "--store", f"sqlite:{missing}", "--basic-auth", "u:p", code=1)
+    assert f"the directory {missing.parent} does not exist" in result.stderr
+    assert served == []
+    assert not missing.parent.exists()
+
+
+def test_serve_refuses_a_receiver_that_keeps_no_inbox(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    # its Replay button could only fail: the dashboard answered 500 to each press
+    result = run(
+        "serve", "--store", box.store, "--receiver", f"{box.module}:bare", "--basic-auth",
+        "u:p", code=2,
+    )  # fmt: skip
+    assert "this receiver keeps no inbox (inbox=False)" in result.stderr
     assert served == []
 
 

@@ -380,6 +380,28 @@ def test_a_bad_filter_is_explained_with_400(client: TestClient, query: str) -> N
     assert 'class="notice notice-error" role="alert"' in response.text
 
 
+def test_every_link_of_the_overview_filters_the_list(flaky: Flaky) -> None:
+    # CeleryHandoff answers handoff_failed: the overview linked its count to
+    # /?outcome=handoff_failed, answered 400 "not a known outcome"
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    handoff = record_at(inbox, 1, now, status=503, reason="handoff_failed")
+    record_at(inbox, 2, now, status=503, reason="broker_busy")  # an app's own RetryLater
+    record_at(inbox, 3, now)
+    app = dashboard(receiver=flaky.receiver, basic_auth=f"{USER}:{PASSWORD}")
+    with TestClient(app, base_url="http://127.0.0.1:8001") as client:
+        overview = client.get("/overview", auth=AUTH).text
+        assert ">broker_busy</span>" in overview
+        links = re.findall(r'href="(/\?outcome=[^"]*)"', overview)
+        assert any("handoff_failed" in link for link in links)
+        assert not any("broker_busy" in link for link in links)
+        for link in links:
+            assert client.get(link.replace("&amp;", "&"), auth=AUTH).status_code == 200, link
+        page = client.get("/?outcome=handoff_failed", auth=AUTH).text
+        assert ids_on(page) == [handoff.id]
+        assert '<option value="handoff_failed" selected>' in page
+
+
 # -- detail, body, overview, mounting ------------------------------------------------
 
 
@@ -487,6 +509,13 @@ def test_an_inbox_is_required_and_may_be_a_url(tmp_path: Path) -> None:
         dashboard(receiver=receiver, basic_auth="a:b")
     app = dashboard(f"sqlite:{tmp_path / 'x.sqlite3'}", basic_auth="a:b")
     assert isinstance(app.inbox, SQLiteInbox)
+
+
+def test_a_receiver_that_keeps_no_inbox_cannot_be_the_replaying_one() -> None:
+    # shown over another inbox, its Replay button could only fail (a 500 per press)
+    receiver = WebhookReceiver(SECRET, store="memory", inbox=False)
+    with pytest.raises(ConfigurationError, match="keeps no inbox"):
+        dashboard(MemoryInbox(), receiver=receiver, basic_auth="a:b")
 
 
 def test_lifespan_and_other_scopes(flaky: Flaky) -> None:

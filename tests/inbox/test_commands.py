@@ -1,0 +1,48 @@
+"""What ``service-webhooks inbox``, ``flask service-webhooks`` and ``manage.py
+service_webhooks_replay`` share (:mod:`service_webhooks.inbox.commands`): filters and
+the lines they print."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from service_webhooks.inbox import ReceivedDelivery
+from service_webhooks.inbox.commands import dry_run_line, selection, show_lines, table_lines
+
+
+@pytest.mark.parametrize("status", ["6xx", "0xx", "9XX", ""])
+def test_a_status_no_answer_can_have_is_refused(status: str) -> None:
+    with pytest.raises(ValueError, match=r"or a class \(2xx, 4xx, 5xx\)"):
+        selection([status])
+
+
+def test_reasons_and_one_class_are_kept() -> None:
+    query = selection(["handoff_failed", "5XX", "unhandled"])
+    assert query.reasons == ("handoff_failed", "unhandled")
+    assert query.status_class == 5
+
+
+def test_no_line_is_split_or_drives_the_terminal() -> None:
+    record = ReceivedDelivery(
+        id="0" * 32,
+        received_at=datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC),
+        organization_id="o-1",
+        event_name="a\tb\nreason: processed\x1b[2J\x07",
+        version=1,
+        idempotency_key="k",
+        body=b'\x1b[31m{"eventName": 1}\r',
+        content_type="text/plain\x1b[0m",
+        user_agent=None,
+        status=200,
+        reason="unhandled",
+    )
+    _, line = table_lines([record])
+    assert line.split("\t")[3] == "a b reason: processed\\x1b[2J\\x07 v1"
+    assert dry_run_line(record).count("\t") == 3
+    text = "\n".join(show_lines(record))
+    for control in ("\x1b", "\x07", "\r"):
+        assert control not in text
+    assert "eventName: a\\tb\\nreason: processed\\x1b[2J\\x07" in text.splitlines()
+    assert text.endswith('payload:\n\\x1b[31m{"eventName": 1}\\r')
