@@ -415,11 +415,14 @@ def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:
 
 # -- replay -------------------------------------------------------------------------------
 
+NO_INBOX = "this receiver keeps no inbox (inbox=False, or no inbox= beside a memory or Redis store)"
+"""Why a receiver cannot replay: the words every command that replays uses."""
+
 
 def _stored(receiver: WebhookReceiver, delivery_id: str) -> tuple[Inbox, ReceivedDelivery]:
     inbox = receiver.inbox
     if inbox is None:
-        raise ConfigurationError("this receiver keeps no inbox (inbox=False): nothing to replay")
+        raise ConfigurationError(f"{NO_INBOX}: nothing to replay")
     record = inbox.get(delivery_id)
     if record is None:
         raise KeyError(f"no delivery {delivery_id[:40]!r} in the inbox")
@@ -511,7 +514,7 @@ async def areplay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = 
     """See :meth:`WebhookReceiver.areplay`."""
     inbox = receiver.inbox
     if inbox is None:
-        raise ConfigurationError("this receiver keeps no inbox (inbox=False): nothing to replay")
+        raise ConfigurationError(f"{NO_INBOX}: nothing to replay")
     record = await inbox.aget(delivery_id)
     if record is None:
         raise KeyError(f"no delivery {delivery_id[:40]!r} in the inbox")

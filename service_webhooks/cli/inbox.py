@@ -27,6 +27,7 @@ import click
 from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookReceiver
+from service_webhooks._recording import NO_INBOX
 from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
 from service_webhooks.inbox import (
     Inbox,
@@ -423,8 +424,6 @@ def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) ->
 
 
 AUTH_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_AUTH"
-
-NO_INBOX = "this receiver keeps no inbox (inbox=False)"
 
 
 def _is_loopback(host: str) -> bool:

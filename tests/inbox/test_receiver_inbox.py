@@ -571,3 +571,14 @@ def test_record_ids_are_uuid7s_that_sort_by_received_time() -> None:
     ids = [new_record_id(base + micros) for micros in range(0, 2000, 3)]
     assert ids == sorted(ids)
     assert len({new_record_id(base) for _ in range(1000)}) == 1000  # 62 random bits
+
+
+@pytest.mark.parametrize("inbox", [False, None], ids=["inbox=False", "memory-store-default"])
+def test_replay_without_an_inbox_says_why_whichever_way_it_has_none(inbox: Any) -> None:
+    """A memory store with no ``inbox=`` keeps none either: the message said only
+    ``inbox=False``, which the user never wrote."""
+    receiver = WebhookReceiver("s" * 32, store=MemoryStore(), inbox=inbox)
+    assert receiver.inbox is None
+    with pytest.raises(ConfigurationError) as refused:
+        receiver.replay("0" * 32)
+    assert "or no inbox= beside a memory or Redis store" in str(refused.value)
