@@ -16,15 +16,22 @@ renewals. Registering and unregistering a delivery costs one dict operation each
 clock read, no lock, no wake-up), and no store call is made for a delivery that
 finishes within one interval (nearly all of them).
 It calls the store's blocking methods, so it serves ``process`` and ``aprocess``
-alike without touching the event loop.
+alike without touching the event loop. A store that has only asyncio connections
+(``RedisStore(redis.asyncio.Redis(...))``, ``PostgresStore(apool=...)``) refuses
+blocking calls with :class:`ConfigurationError`; its claims are renewed with
+``aclaim`` on the event loop that made them (``add`` notes the running loop), waiting
+at most one interval for it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
 
+from ._exceptions import ConfigurationError
 from ._idempotency import describe
 from .stores import ClaimState, IdempotencyStore
 
@@ -48,14 +55,19 @@ class Renewer:
         self._store = store
         self._lease = lease
         self._interval = lease / 3
-        self._live: dict[str, str] = {}  # token -> key: the claims whose handlers run
+        # token -> (key, the event loop that claimed it, if any): the claims whose
+        # handlers run
+        self._live: dict[str, tuple[str, asyncio.AbstractEventLoop | None]] = {}
+        self._blocking = True  # False once the store refused a blocking call
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._renewing: str | None = None  # the token being renewed right now
+        self._renewing_on: asyncio.AbstractEventLoop | None = None  # ...by a coroutine there
 
     def add(self, key: str, token: str) -> None:
-        """Start renewing ``token``'s claim on ``key``."""
-        self._live[token] = key
+        """Start renewing ``token``'s claim on ``key`` (made on the running event loop,
+        if any: a store without blocking calls renews it there)."""
+        self._live[token] = (key, asyncio._get_running_loop())
         if self._thread is None:
             with self._wake:
                 if self._thread is None:
@@ -72,12 +84,18 @@ class Renewer:
         """
         self._live.pop(token, None)
         if self._renewing == token:  # set before the renewer checks the token is here
+            if self._renewing_on is not None and self._renewing_on is asyncio._get_running_loop():
+                # renewed by a coroutine of this very loop: waiting would block it. That
+                # coroutine renews only a token still live, so if it has not started it
+                # renews nothing; if it has, its claim went to the store before the
+                # caller's next store call
+                return
             with self._wake:
                 while self._renewing == token:
                     self._wake.wait()
 
     def _run(self) -> None:
-        seen: dict[str, str] = {}  # the claims live at the previous wake-up
+        seen: dict[str, tuple[str, asyncio.AbstractEventLoop | None]] = {}  # at the last wake
         wake_at = time.monotonic()
         while True:
             wake_at += self._interval  # on a fixed beat: renewing takes no slack from it
@@ -87,12 +105,12 @@ class Renewer:
             else:
                 wake_at -= delay  # late (a slow store): count the next beat from now
             live = self._live.copy()  # one C call: atomic under the GIL
-            for token, key in live.items():
-                if seen.get(token) == key:
-                    self._renew_live(key, token)
+            for token, claim in live.items():
+                if seen.get(token) == claim:
+                    self._renew_live(*claim, token)
             seen = live
 
-    def _renew_live(self, key: str, token: str) -> None:
+    def _renew_live(self, key: str, loop: asyncio.AbstractEventLoop | None, token: str) -> None:
         """Renew one claim unless it was removed meanwhile; forget it once lost."""
         self._renewing = token  # first: a remove() from now on waits for this renewal
         if token not in self._live:
@@ -100,18 +118,18 @@ class Renewer:
             return
         lost = False
         try:
-            lost = not self._renew(key, token)
+            lost = not self._renew(key, loop, token)
         finally:
             with self._wake:
                 if lost:
                     self._live.pop(token, None)
-                self._renewing = None
+                self._renewing = self._renewing_on = None
                 self._wake.notify_all()
 
-    def _renew(self, key: str, token: str) -> bool:
+    def _renew(self, key: str, loop: asyncio.AbstractEventLoop | None, token: str) -> bool:
         """Re-claim once; ``False`` when the claim is gone (stop renewing it)."""
         try:
-            state = self._store.claim(key, token, self._lease)
+            state = self._claim(key, loop, token)
         except Exception as error:  # the store may be back at the next renewal
             logger.error("service_webhooks: could not renew a claim: %s", describe(error))
             return True
@@ -123,3 +141,29 @@ class Renewer:
             state.value,
         )
         return False
+
+    def _claim(self, key: str, loop: asyncio.AbstractEventLoop | None, token: str) -> ClaimState:
+        """The renewal itself: a blocking ``claim``, or ``aclaim`` on ``loop`` for a
+        store with only asyncio connections (at most one interval's wait for it)."""
+        if self._blocking or loop is None:
+            try:
+                return self._store.claim(key, token, self._lease)
+            except ConfigurationError:  # only asyncio connections: renew on the loop
+                if loop is None:
+                    raise
+                self._blocking = False
+        self._renewing_on = loop
+        renewal = asyncio.run_coroutine_threadsafe(self._arenew(key, token), loop)
+        try:
+            return renewal.result(self._interval)
+        except concurrent.futures.TimeoutError:
+            renewal.cancel()
+            raise TimeoutError(
+                f"the event loop did not renew the claim within {self._interval:g} s"
+            ) from None
+
+    async def _arenew(self, key: str, token: str) -> ClaimState:
+        """``aclaim`` on the claim's loop, unless its handlers finished meanwhile."""
+        if token not in self._live:
+            return ClaimState.NEW  # removed: nothing to renew (and never after a release)
+        return await self._store.aclaim(key, token, self._lease)

@@ -32,6 +32,7 @@ each task then claims ``"task:" + idempotency key`` before running the handlers.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +49,7 @@ from ._idempotency import (
     new_token,
 )
 from ._receiver import WebhookReceiver
+from ._renewal import Renewer
 from .stores import ClaimState, IdempotencyStore
 
 try:
@@ -81,7 +83,11 @@ class CeleryHandoff:
         queue: The queue to send to (default: Celery's routing).
         store: Optional idempotency store for worker-side deduplication (see the
             module docstring); the receiver's store can be shared.
-        lease: Seconds a worker-side claim holds (``store`` only).
+        lease: Seconds a worker-side claim holds (``store`` only). While the
+            handlers run, the claim is renewed every ``lease / 3`` seconds, as the
+            receiver renews its own, so a re-delivery of a task still running finds
+            it in flight however long the handlers take; a worker that died stops
+            renewing, and its claim expires one lease later.
         retention: Seconds a worker-side done record is kept (``store`` only).
         retry_policy: Kombu publish retry policy; the default gives up within about
             half a second so the answer stays far inside the 10 s deadline.
@@ -92,7 +98,8 @@ class CeleryHandoff:
             "retry_backoff": True}``. ``name`` and ``ignore_result`` are set here.
 
     Raises:
-        ConfigurationError: ``app`` is not a Celery application.
+        ConfigurationError: ``app`` is not a Celery application, ``lease`` is not a
+            finite number of seconds > 0, or ``retention`` is not.
     """
 
     def __init__(
@@ -109,6 +116,11 @@ class CeleryHandoff:
     ) -> None:
         if not isinstance(app, celery.Celery):
             raise ConfigurationError("CeleryHandoff needs a celery.Celery application")
+        # the renewer wakes every lease / 3 seconds; the stores compute expiries from both
+        for name, seconds in (("lease", lease), ("retention", retention)):
+            number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+            if not (number and seconds > 0 and math.isfinite(seconds)):
+                raise ConfigurationError(f"{name} must be a finite number of seconds > 0")
         options = dict(task_options or {})
         if {"name", "ignore_result"} & options.keys():
             raise ConfigurationError("task_options cannot set name or ignore_result")
@@ -118,6 +130,7 @@ class CeleryHandoff:
         self.lease = lease
         self.retention = retention
         self.retry_policy = dict(_RETRY_POLICY if retry_policy is None else retry_policy)
+        self._renewer: tuple[IdempotencyStore, float, Renewer] | None = None
         self.router = Router()
         self.on = self.router.on
         self.on_any = self.router.on_any
@@ -205,10 +218,23 @@ class CeleryHandoff:
             return "duplicate"
         if state is ClaimState.IN_FLIGHT:
             raise HandoffError("the same event is running in another worker")
+        renewer = self._renewer_for(store)
+        renewer.add(key, token)  # a slow handler keeps its claim past the lease
         try:
-            self.router.dispatch(event)
+            try:
+                self.router.dispatch(event)
+            finally:
+                renewer.remove(token)  # before any release: no renewal after it
         except BaseException:
             guard_release(store.release, key, token)
             raise
         guard(store.complete, key, token, self.retention)
         return "processed"
+
+    def _renewer_for(self, store: IdempotencyStore) -> Renewer:
+        """The renewer of worker-side claims on ``store`` (one thread, made on first
+        use): a claim is renewed while its handlers run, as the receiver renews its own."""
+        current = self._renewer
+        if current is None or current[0] is not store or current[1] != self.lease:
+            current = self._renewer = (store, self.lease, Renewer(store, self.lease))
+        return current[2]

@@ -22,6 +22,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ..stores._pg_deadline import Deadlines, connection_kwargs
+from ..stores._pg_fork import forget_pools_after_fork
 from ..stores._postgres import PostgresStore
 from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
@@ -119,6 +120,7 @@ class PostgresInbox(SQLInbox):
         self._apools: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
         ] = weakref.WeakKeyDictionary()
+        forget_pools_after_fork(self)  # gunicorn --preload, Celery's prefork pool
         super().__init__()
 
     def __repr__(self) -> str:

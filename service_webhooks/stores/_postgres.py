@@ -56,6 +56,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
 from ._pg_deadline import Deadlines, connection_kwargs
+from ._pg_fork import forget_pools_after_fork
 from ._url import redact_url
 
 try:
@@ -219,6 +220,7 @@ class PostgresStore:
         self._prune_every = prune_every
         self._claims = 0
         self._lock = threading.Lock()
+        forget_pools_after_fork(self)  # gunicorn --preload, Celery's prefork pool
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresStore:

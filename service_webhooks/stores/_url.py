@@ -63,6 +63,8 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
         from ._redis import DEFAULT_PREFIX, RedisStore
 
         rest, options = pop_query(text, "prefix", "timeout")
+        if scheme == "unix" and not rest[len("unix:") :].startswith("//"):
+            rest = "unix://" + rest[len("unix:") :]  # urlunsplit drops an empty host's //
         prefix = options.get("prefix", DEFAULT_PREFIX)
         return RedisStore.from_url(rest, prefix=prefix, timeout=_seconds(options, 5.0))
     if scheme in POSTGRES_SCHEMES:

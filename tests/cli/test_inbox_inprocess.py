@@ -429,8 +429,9 @@ def test_replay_usage_errors(box: Box) -> None:
     assert f"{box.module}:number is not a WebhookReceiver" in refused(
         failed, "--receiver", f"{box.module}:number"
     )
-    assert "this receiver keeps no inbox (inbox=False, or no inbox= beside a memory or Redis store)" in refused(
-        failed, "--receiver", f"{box.module}:bare"
+    assert (
+        "this receiver keeps no inbox (inbox=False, or no inbox= beside a memory or Redis store)"
+        in refused(failed, "--receiver", f"{box.module}:bare")
     )
     assert "." not in sys.path[:1]  # the loader's sys.path entry is gone again
     assert box.ran() == ["n-2"]
@@ -583,7 +584,10 @@ def test_serve_refuses_a_receiver_that_keeps_no_inbox(
         "serve", "--store", box.store, "--receiver", f"{box.module}:bare", "--basic-auth",
         "u:p", code=2,
     )  # fmt: skip
-    assert "this receiver keeps no inbox (inbox=False, or no inbox= beside a memory or Redis store)" in result.stderr
+    assert (
+        "this receiver keeps no inbox (inbox=False, or no inbox= beside a memory or Redis store)"
+        in result.stderr
+    )
     assert served == []
 
 

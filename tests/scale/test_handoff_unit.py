@@ -9,6 +9,8 @@ does to the worker-side claim.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ from service_webhooks import (
     default_idempotency_key,
     sign,
 )
-from service_webhooks.handoff import DEFAULT_TASK_NAME, CeleryHandoff
+from service_webhooks.handoff import DEFAULT_TASK_NAME, CeleryHandoff, HandoffError
 from service_webhooks.stores import ClaimState, MemoryStore
 
 SECRET = "whsec-handoff-unit"
@@ -138,6 +140,44 @@ def test_a_failing_handler_releases_the_worker_claim_and_raises() -> None:
     assert store.claim(key, "another-worker", 60) is ClaimState.DONE
     assert handoff.run(*args) == "duplicate"
     assert len(attempts) == 2
+
+
+def test_a_slow_handler_keeps_its_worker_claim_past_the_lease() -> None:
+    """A broker re-delivery of a task whose handlers outlive the lease finds the
+    claim in flight (it is renewed, as the receiver's is): the handlers run once."""
+    store = MemoryStore()
+    handoff = CeleryHandoff(eager_app(), store=store, lease=0.6)
+    started, release = threading.Event(), threading.Event()
+    runs: list[int] = []
+
+    @handoff.on("note.created")
+    def slow(event: Event[Any]) -> None:
+        runs.append(1)
+        started.set()
+        release.wait(10)
+
+    args = args_for(NOTE)
+    first: list[str] = []
+    worker = threading.Thread(target=lambda: first.append(handoff.run(*args)))
+    worker.start()
+    try:
+        assert started.wait(5)
+        time.sleep(1.5)  # two and a half leases: expired unless renewed
+        with pytest.raises(HandoffError, match="running in another worker"):
+            handoff.run(*args)  # the re-delivered task
+    finally:
+        release.set()
+        worker.join(10)
+    assert first == ["processed"]
+    assert handoff.run(*args) == "duplicate"
+    assert len(runs) == 1
+
+
+@pytest.mark.parametrize("name", ["lease", "retention"])
+@pytest.mark.parametrize("seconds", [0, -1, float("inf"), float("nan"), True, "60"])
+def test_lease_and_retention_must_be_finite_positive_seconds(name: str, seconds: Any) -> None:
+    with pytest.raises(ConfigurationError, match=f"{name} must be a finite number of seconds"):
+        CeleryHandoff(eager_app(), store=MemoryStore(), **{name: seconds})
 
 
 def test_a_failing_handler_without_a_store_raises() -> None:

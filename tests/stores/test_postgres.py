@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
+import os
+import signal
 import sys
 import threading
 import time
@@ -71,6 +74,60 @@ def test_schema_qualified_table_prune_and_server_clock(admin: Admin, schema: str
         f"SELECT key, state, expires_at - now() > interval '59 minutes' FROM {schema}.keys"  # noqa: S608
     ).fetchall()
     assert rows == [("b", "done", True)]
+    store.close()
+
+
+def _sessions(store: PostgresStore, tag: str, rounds: int) -> tuple[list[str], set[int]]:
+    """``rounds`` claims and completions of fresh keys; the errors met, and the server
+    sessions (backend PIDs) the store's own connections had."""
+    errors: list[str] = []
+    sessions: set[int] = set()
+    for i in range(rounds):
+        key = f"{tag}-{i}"
+        try:
+            assert store.claim(key, "t", 60) is ClaimState.NEW
+            assert store.complete(key, "t", 3600) is True
+            with store._connection() as connection:
+                row = connection.execute("SELECT pg_backend_pid()").fetchone()
+                assert row is not None
+                sessions.add(row[0])
+        except Exception as error:  # reported to the parent, not raised in the child
+            errors.append(f"{type(error).__name__}: {error}")
+    return errors, sessions
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_opens_its_own_pool(admin: Admin, schema: str) -> None:
+    """A store used before a fork (gunicorn ``--preload`` after ``create_schema()``,
+    Celery's prefork pool) works in the child on sessions of its own: the inherited
+    pool's sockets are the parent's (their replies mixed up: "prepared statement
+    already exists", "no result") and its threads are gone (PoolTimeout for ever)."""
+    store = PostgresStore(URL, table=f"{schema}.keys", min_size=2, timeout=2)
+    store.create_schema()
+    _, before = _sessions(store, "before", 1)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        code = 1
+        signal.alarm(30)  # a reply read by the other process never comes: die, not hang
+        try:
+            errors, sessions = _sessions(store, "child", 100)
+            os.write(write, json.dumps([errors[:3], sorted(sessions)]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    errors, parent_sessions = _sessions(store, "parent", 100)  # beside the child
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    _, status = os.waitpid(child, 0)
+    assert status == 0
+    assert report, "the child did not report"
+    child_errors, child_sessions = json.loads(report)
+    assert child_errors == []
+    assert errors == []
+    assert not set(child_sessions) & (before | parent_sessions)
+    assert store.claim("after", "t", 60) is ClaimState.NEW  # the parent's pool still works
     store.close()
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
-from service_webhooks import WebhookReceiver
+from service_webhooks import WebhookReceiver, sign
 from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.stores import ClaimState
 
@@ -96,6 +97,34 @@ async def test_asyncio_client_or_pool(client: redis.Redis, prefix: str) -> None:
     assert pooled.claim("k", "u", 30) is ClaimState.IN_FLIGHT
     await aclient.aclose()
     await apool.disconnect()
+
+
+async def test_an_asyncio_client_only_store_renews_a_slow_handlers_claim(
+    client: redis.Redis, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With only an asyncio client (no blocking calls), the claim of a handler that
+    outlives its lease is renewed on the event loop: a retry meanwhile gets 503
+    ``in_flight`` and the handler runs once (the blocking renewal failed with
+    ConfigurationError every time, so the retry ran the handler a second time)."""
+    aclient = redis.asyncio.Redis.from_url(URL)
+    receiver = WebhookReceiver("s" * 32, store=RedisStore(aclient, prefix=prefix), lease=0.9)
+    runs: list[str] = []
+
+    @receiver.on("note.created")
+    async def slow(event: Any) -> None:
+        runs.append(event.data.id)
+        await asyncio.sleep(2.5)
+
+    body = b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a","text":""}}'
+    first = asyncio.create_task(receiver.aprocess(body, sign(body, "s" * 32, "o-1")))
+    await asyncio.sleep(1.6)  # past the first lease and a renewal
+    retry = await receiver.aprocess(body, sign(body, "s" * 32, "o-1"))
+    answer = await first
+    await aclient.aclose()
+    assert (retry.status, retry.reason) == (503, "in_flight")
+    assert (answer.status, answer.reason) == (200, "processed")
+    assert runs == ["n-1"]
+    assert "renew" not in caplog.text
 
 
 def test_rejects_what_is_not_a_connection() -> None:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -125,6 +130,39 @@ def test_store_reprs_show_where_but_never_the_password(url: str) -> None:
     assert "hunter2" not in text
     assert ".internal" in text
     assert "***" in text
+
+
+def test_a_unix_socket_redis_url_reaches_the_server(
+    tmp_path: Path, unavailable: Callable[[str, str], NoReturn]
+) -> None:
+    """``unix:///path`` (the store URL table's third Redis form), with our ``prefix``
+    and ``timeout`` and the driver's ``db``: the empty host's ``//`` is kept, so
+    redis-py takes it (it refused ``unix:/path`` as a URL without a scheme)."""
+    from service_webhooks.stores._redis import RedisStore
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server", "not installed")
+    sock = tmp_path / "redis.sock"
+    command = [binary, "--port", "0", "--unixsocket", str(sock), "--save", ""]
+    command += ["--appendonly", "no", "--logfile", ""]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        store = store_from_url(f"unix://{sock}?db=3&prefix=app1:&timeout=2")
+        assert isinstance(store, RedisStore)
+        assert repr(store) == f"RedisStore('unix://{sock}?db=3', prefix='app1:')"
+        try:
+            assert store.claim("k", "t", 60) is ClaimState.NEW
+            assert store_from_url(f"UNIX://{sock}").claim("k", "u", 60) is ClaimState.NEW  # db 0
+            assert store.claim("k", "u", 60) is ClaimState.IN_FLIGHT
+        finally:
+            store.close()
+    finally:
+        process.kill()
+        process.wait(10)
 
 
 def test_driver_parameters_reach_the_driver_as_written() -> None:
