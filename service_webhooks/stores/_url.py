@@ -70,7 +70,8 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
     if scheme in POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
-        rest, options = pop_query(text, "table", "timeout")
+        # ?inbox_table= names the inbox's table beside this store (inbox=True): not ours
+        rest, options = pop_query(text, "table", "timeout", "inbox_table")
         table = options.get("table", DEFAULT_TABLE)
         store = PostgresStore.from_url(rest, table=table, timeout=_seconds(options, 5.0))
         if create_schema:

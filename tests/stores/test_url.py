@@ -81,6 +81,34 @@ def test_postgres_urls_with_a_table(scheme: str) -> None:
     assert named.table == "hooks.keys"
 
 
+def test_a_store_url_may_name_the_inbox_table_beside_it(request: pytest.FixtureRequest) -> None:
+    """``?inbox_table=`` is the inbox's (``inbox=True`` reads it from the store URL, as the
+    CLI's ``--store`` does): the store passed it to libpq, which refused every URL."""
+    import psycopg
+
+    from service_webhooks import WebhookReceiver
+    from service_webhooks.inbox import PostgresInbox
+    from service_webhooks.stores._postgres import PostgresStore
+
+    require_postgres(request)
+    suffix = uuid.uuid4().hex[:12]
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    url = f"{POSTGRES_URL}{separator}table=sw_keys_{suffix}&inbox_table=sw_inbox_{suffix}"
+    receiver = WebhookReceiver("s" * 32, store=url, inbox=True)
+    try:
+        assert isinstance(receiver.store, PostgresStore)
+        assert receiver.store.table == f"sw_keys_{suffix}"
+        assert isinstance(receiver.inbox, PostgresInbox)
+        assert receiver.inbox.table == f"sw_inbox_{suffix}"
+        assert receiver.store.claim("k", "t", 60) is ClaimState.NEW
+    finally:
+        receiver.store.close()  # type: ignore[attr-defined]
+        receiver.inbox.close()  # type: ignore[union-attr]
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+            connection.execute(f"DROP TABLE IF EXISTS sw_keys_{suffix}")
+            connection.execute(f"DROP TABLE IF EXISTS sw_inbox_{suffix}")
+
+
 def test_postgres_rejects_a_bad_table_name() -> None:
     with pytest.raises(ConfigurationError, match="table"):
         store_from_url("postgresql://u@h/db?table=x;drop")
