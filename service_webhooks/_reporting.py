@@ -103,6 +103,7 @@ def log_record(record: DeliveryRecord) -> None:
     outcome = record.outcome
     event_name = _field(outcome.event_name)
     organization_id = _field(outcome.organization_id)
+    key_prefix = _field(record.key_prefix)  # a custom idempotency key holds request data
     handler_ms = None if record.handler_duration is None else record.handler_duration * 1000
     duration_ms = record.duration * 1000
     logger.info(
@@ -112,7 +113,7 @@ def log_record(record: DeliveryRecord) -> None:
         event_name or "-",
         "-" if record.event_version is None else record.event_version,
         organization_id or "-",
-        record.key_prefix or "-",
+        key_prefix or "-",
         duration_ms,
         "" if handler_ms is None else f" (handlers {handler_ms:.2f} ms)",
         f": {printable(record.detail)}" if record.detail else "",
@@ -122,7 +123,7 @@ def log_record(record: DeliveryRecord) -> None:
             "webhook_event": event_name,
             "webhook_event_version": record.event_version,
             "webhook_organization": organization_id,
-            "webhook_key_prefix": record.key_prefix,
+            "webhook_key_prefix": key_prefix,
             "webhook_duration_ms": duration_ms,
             "webhook_handler_ms": handler_ms,
             "webhook_error_type": record.error_type,

@@ -16,7 +16,8 @@ What it records (names are module constants):
   ``process``/``aprocess`` call, a child of the current span (your HTTP server
   instrumentation's, if any). Attributes: ``webhook.outcome`` (the reason, e.g.
   ``processed``, ``signature``), ``http.response.status_code``, and when known
-  ``webhook.event.name``, ``webhook.event.version``, ``webhook.organization.id``,
+  ``webhook.event.name``, ``webhook.event.version`` (its text beyond int64, which OTLP
+  cannot carry), ``webhook.organization.id``,
   ``webhook.idempotency_key.prefix`` (12 characters), ``webhook.detail`` (why a request
   was refused) and ``error.type``. Status ERROR for a 5xx answer. An answer given by
   ``precheck`` (405, 413 before the body is read) gets a span of its own, ended at once.
@@ -133,7 +134,7 @@ class Telemetry:
         """The :data:`HANDLER_SPAN`, current while ``event``'s handlers run."""
         attributes: dict[str, str | int] = {
             "webhook.event.name": event.name,
-            "webhook.event.version": event.version,
+            "webhook.event.version": _version(event.version),
         }
         with self._tracer.start_as_current_span(HANDLER_SPAN, attributes=attributes) as span:
             yield span
@@ -162,6 +163,17 @@ class Telemetry:
         span.end(end_time=end)
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def _version(version: int) -> int | str:
+    """``version`` as an attribute value: an int OTLP can carry (int64), else its text.
+
+    The envelope's ``version`` is any JSON integer; an exporter cannot encode a larger
+    one (OTLP logs an error for each span and drops the attribute)."""
+    return version if version in _INT64 else str(version)
+
+
 def _describe(span: Span, record: DeliveryRecord) -> None:
     if not span.is_recording():
         return
@@ -171,7 +183,9 @@ def _describe(span: Span, record: DeliveryRecord) -> None:
     }
     optional = {
         "webhook.event.name": record.event_name,
-        "webhook.event.version": record.event_version,
+        "webhook.event.version": (
+            None if record.event_version is None else _version(record.event_version)
+        ),
         "webhook.organization.id": record.organization_id,
         "webhook.idempotency_key.prefix": record.key_prefix,
         "webhook.detail": record.detail or None,

@@ -96,3 +96,27 @@ def test_the_quick_subset_markers_exist() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"e2e: ' in pyproject
     assert '"services: ' in pyproject
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/status-codes.md"])
+def test_the_answer_table_lists_every_reason_a_request_can_get(page: str) -> None:
+    """Each error a delivery can end in has its reason in the page's table, beside its
+    status: ``ConfigurationError`` too (500, when a ``secrets=`` callable returns no
+    valid secret)."""
+    import service_webhooks
+    from service_webhooks import WebhookError
+
+    text = (ROOT / page).read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    exported = [getattr(service_webhooks, name) for name in service_webhooks.__all__]
+    errors = [
+        value
+        for value in exported
+        if isinstance(value, type) and issubclass(value, WebhookError) and value is not WebhookError
+    ]
+    assert len(errors) >= 10
+    for error in errors:
+        reason = f"| `{error.reason}` |"
+        assert any(reason in row and f"| {error.status}" in row for row in rows), (
+            f"{page}: no row for {error.__name__} ({error.status}, {error.reason})"
+        )

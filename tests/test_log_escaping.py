@@ -85,6 +85,29 @@ def test_handler_failure_lines_show_the_escape(
         assert shown in record.getMessage()
 
 
+KEYS = {"newline": ("a\nFORGED b", "o-K,a\\nFORGED"), "ansi": ("\x1b[31m", "o-K,\\x1b[31m")}
+
+
+@pytest.mark.parametrize(("raw", "shown"), KEYS.values(), ids=KEYS.keys())
+def test_a_custom_idempotency_key_prefix_shows_the_escape(
+    raw: str, shown: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``idempotency_key=``, the logged key prefix is ``o + "," + key``: request data."""
+    receiver = WebhookReceiver(
+        SECRET, store=MemoryStore(), idempotency_key=lambda event: event.data["id"]
+    )
+    receiver.on_any(lambda event: None)
+    body = json.dumps({"eventName": "note.updated", "version": 1, "data": {"id": raw}}).encode()
+    with caplog.at_level(logging.INFO, logger="service_webhooks"):
+        outcome = receiver.process(body, sign(body, SECRET, "o-K"))
+    assert (outcome.status, outcome.reason) == (200, "processed")
+    [record] = caplog.records
+    message = record.getMessage()
+    assert_one_line(message)
+    assert f" key={shown} " in message
+    assert record.webhook_key_prefix == shown  # type: ignore[attr-defined]
+
+
 @pytest.mark.e2e
 def test_listen_logs_and_prints_one_line_per_forged_delivery(tmp_path: Path) -> None:
     """Through a real uvicorn (``service-webhooks listen``): stderr and stdout."""

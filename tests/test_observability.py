@@ -431,6 +431,29 @@ def test_a_delivery_span_with_a_handler_span_that_handler_spans_nest_under(
     assert delivery.instrumentation_scope.name == "service_webhooks"
 
 
+@pytest.mark.parametrize(
+    ("version", "shown"),
+    [(2**63 - 1, 2**63 - 1), (2**63, str(2**63)), (-(2**63) - 1, str(-(2**63) - 1))],
+)
+def test_a_version_beyond_int64_is_a_string_attribute(
+    instrumented: WebhookReceiver,
+    otel: Otel,
+    signed: Signed,
+    make_body: Callable[..., bytes],
+    drive: Drive,
+    version: int,
+    shown: int | str,
+) -> None:
+    """Any JSON integer is a valid ``version``; OTLP attributes are int64, so a larger
+    one would make the exporter log an error per span and drop the attribute."""
+    instrumented.on("note.created")(lambda event: None)
+    outcome = drive(instrumented, *signed(make_body(version=version)))
+    assert (outcome.status, outcome.reason) == (200, "processed")
+    spans = {span.name: dict(span.attributes or {}) for span in otel.finished()}
+    assert spans["service_webhooks.delivery"]["webhook.event.version"] == shown
+    assert spans["service_webhooks.handle"]["webhook.event.version"] == shown
+
+
 def test_handler_failure_marks_the_spans_and_counts_by_outcome(
     instrumented: WebhookReceiver,
     otel: Otel,
