@@ -16,6 +16,7 @@ management each have their own organization ID (``o``) and their own secret.
 
 from __future__ import annotations
 
+import math
 import secrets as _random
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -33,6 +34,18 @@ __all__ = [
 ]
 
 
+def signable_organization(organization_id: object) -> bool:
+    """Whether ``organization_id`` can be a header's ``o``: a non-empty printable ASCII
+    ``str`` without ``,`` (the comma ends the pair, spec §5.2)."""
+    return (
+        isinstance(organization_id, str)
+        and bool(organization_id)
+        and "," not in organization_id
+        and organization_id.isascii()
+        and organization_id.isprintable()
+    )
+
+
 class Secret:
     """One signing secret, optionally with a stop date.
 
@@ -45,7 +58,7 @@ class Secret:
 
     Raises:
         ConfigurationError: ``value`` is empty or of the wrong type, or ``not_after``
-            is a naive ``datetime``.
+            is a naive ``datetime``, NaN, or neither a ``datetime`` nor a number.
     """
 
     __slots__ = ("not_after", "value")
@@ -62,6 +75,16 @@ class Secret:
             if not_after.tzinfo is None:
                 raise ConfigurationError("Secret(not_after=...) needs an aware datetime")
             not_after = not_after.timestamp()
+        elif not_after is not None and (
+            isinstance(not_after, bool)
+            or not isinstance(not_after, (int, float))
+            or math.isnan(not_after)
+        ):  # "2026" was read as 2026 s after 1970: a secret that never verified
+            raise ConfigurationError(
+                "Secret(not_after=...) must be an aware datetime or Unix seconds (int or "
+                f"float), not {type(not_after).__name__}"
+                + (" NaN" if isinstance(not_after, float) else "")
+            )
         self.value = value
         self.not_after = None if not_after is None else float(not_after)
 
@@ -180,8 +203,9 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
         A resolver. Static forms are validated and normalised once, here.
 
     Raises:
-        ConfigurationError: An empty secret, an empty sequence or mapping, or a value
-            of an unsupported type.
+        ConfigurationError: An empty secret, an empty sequence or mapping, a value
+            of an unsupported type, or a mapping key no signature's ``o`` can be
+            (empty, not printable ASCII, or holding ``,``).
     """
     if isinstance(config, (str, bytes, Secret)):
         return _Static(_to_secrets(config))
@@ -189,6 +213,12 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
         if not config:
             raise ConfigurationError("the organization -> secrets mapping is empty")
         table = {str(org): _to_secrets(value) for org, value in config.items()}
+        for organization_id in table:
+            if not signable_organization(organization_id):  # no header's o is ever it
+                raise ConfigurationError(
+                    f"organization ID {organization_id[:40]!r} can never match a delivery: "
+                    "an o is non-empty printable ASCII without ',' (spec §5.2)"
+                )
         return _PerOrganization(table)
     if isinstance(config, Sequence):
         return _Static(_to_secrets(config))

@@ -719,14 +719,22 @@ class WebhookReceiver:
         """The resolver's answer for ``o``; a resolver that raises is an outage (503)."""
         try:
             return self._resolver(organization_id)
+        except ConfigurationError as error:  # a bug in the callable: 500, and said loudly
+            logger.error(
+                "service_webhooks: the secrets lookup for %s returned no valid secret: %s",
+                printable(organization_id),
+                printable(str(error)),
+            )
+            raise
         except WebhookError:
             raise
         except Exception as error:
+            # the type only at ERROR: a secret manager's message may quote a credential
             logger.error(
-                "service_webhooks: the secrets lookup failed: %s: %s",
+                "service_webhooks: the secrets lookup failed: %s (its message is logged at DEBUG)",
                 type(error).__name__,
-                printable(str(error)),
             )
+            logger.debug("service_webhooks: the secrets lookup failed: %s", printable(str(error)))
             raise SecretsUnavailableError("the secrets lookup failed") from error
 
     # -- pure steps ---------------------------------------------------------------

@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from ._credentials import Secret, SecretLike, SecretResolver
+from ._credentials import Secret, SecretLike, SecretResolver, signable_organization
 from ._exceptions import (
     ConfigurationError,
     SignatureFormatError,
@@ -211,18 +211,6 @@ def _keyed(key: bytes) -> tuple[Any, Any]:
         _KEYED.clear()
     _KEYED[key] = pads
     return pads
-
-
-def signable_organization(organization_id: object) -> bool:
-    """Whether ``organization_id`` can be a header's ``o``: a non-empty printable ASCII
-    ``str`` without ``,`` (the comma ends the pair, spec §5.2)."""
-    return (
-        isinstance(organization_id, str)
-        and bool(organization_id)
-        and "," not in organization_id
-        and organization_id.isascii()
-        and organization_id.isprintable()
-    )
 
 
 def sign(

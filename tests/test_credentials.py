@@ -135,3 +135,26 @@ def test_callable_resolver_repr_hides_what_the_callable_holds() -> None:
     resolver = as_resolver(functools.partial(lookup, {"o-1": KEY}))
     assert KEY not in repr(resolver)
     assert verify(BODY, header(), resolver, now=NOW)
+
+
+@pytest.mark.parametrize("not_after", ["2026", "2026-12-01", True, float("nan"), [1]])
+def test_a_stop_date_that_is_no_time_is_refused(not_after: object) -> None:
+    """``"2026"`` was read as 2026 seconds after 1970: a secret that never verified."""
+    with pytest.raises(ConfigurationError, match="aware datetime or Unix seconds"):
+        Secret(KEY, not_after=not_after)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("not_after", [1_900_000_000, 1.9e9, float("inf")])
+def test_unix_seconds_are_a_stop_date(not_after: float) -> None:
+    assert Secret(KEY, not_after=not_after).not_after == float(not_after)
+
+
+@pytest.mark.parametrize("organization_id", ["o,1", "", "org\u00e9", "o\n1"])
+def test_an_organization_no_signature_can_name_is_refused(organization_id: str) -> None:
+    with pytest.raises(ConfigurationError, match="can never match a delivery"):
+        as_resolver({"o-1": KEY, organization_id: KEY})
+
+
+def test_organization_keys_that_are_numbers_are_their_text() -> None:
+    resolver = as_resolver({123: KEY})  # type: ignore[dict-item]
+    assert resolver("123") == (Secret(KEY),)

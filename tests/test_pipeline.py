@@ -244,6 +244,41 @@ def test_a_secrets_callable_that_raises_answers_503(signed: Signed, drive: Any) 
     assert dict(outcome.headers)["Retry-After"]
 
 
+def test_a_secrets_lookup_error_logs_its_type_not_its_message(
+    signed: Signed, drive: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A secret manager's error may quote a credential: at ERROR only its type."""
+
+    def lookup(organization_id: str) -> str:
+        raise PermissionError("token hvs.SECRET-TOKEN-123 is not allowed")
+
+    receiver = WebhookReceiver(secrets=lookup, store=MemoryStore())
+    with caplog.at_level(logging.ERROR, logger="service_webhooks"):
+        assert drive(receiver, *signed()).reason == "secrets_unavailable"
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("the secrets lookup failed: PermissionError" in line for line in errors)
+    assert not any("SECRET-TOKEN" in line for line in errors)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="service_webhooks"):
+        drive(receiver, *signed())
+    assert any("SECRET-TOKEN" in r.getMessage() for r in caplog.records if r.levelno == 10)
+
+
+@pytest.mark.parametrize("returned", [5, "", [], [b""]])
+def test_a_secrets_callable_returning_no_secret_is_logged_as_an_error(
+    signed: Signed, drive: Any, caplog: pytest.LogCaptureFixture, returned: object
+) -> None:
+    """Answered 500 ``configuration`` (retried), and said at ERROR: before, only the
+    per-delivery INFO line showed it, so with default logging nothing did."""
+    receiver = WebhookReceiver(secrets=lambda organization_id: returned, store=MemoryStore())
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason) == (500, "configuration")
+    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "the secrets lookup for " in error.getMessage()
+    assert "returned no valid secret" in error.getMessage()
+
+
 def test_under_aprocess_the_secrets_callable_runs_off_the_event_loop(
     secret: str, signed: Signed
 ) -> None:

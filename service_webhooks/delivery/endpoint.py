@@ -27,10 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._credentials import Secret
+from .._credentials import Secret, signable_organization
 from .._envelope import MAX_BODY_SIZE, encode_envelope
 from .._exceptions import ConfigurationError
-from .._signing import signable_organization
 
 __all__ = [
     "DEFAULT_ORGANIZATION",

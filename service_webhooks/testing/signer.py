@@ -17,8 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._credentials import Secret, SecretLike
+from .._credentials import Secret, SecretLike, signable_organization
 from .._envelope import CONTENT_TYPE
+from .._exceptions import ConfigurationError
 from .._signing import SIGNATURE_HEADER, sign
 
 __all__ = ["CONTENT_TYPE", "Signer"]
@@ -37,13 +38,19 @@ class Signer:
         organization_id: The ``o`` value to sign as.
 
     Raises:
-        ConfigurationError: An empty secret.
+        ConfigurationError: An empty secret, or an ``organization_id`` no header can
+            carry (empty, not printable ASCII, or holding ``,``).
     """
 
     secret: Secret | SecretLike
     organization_id: str = "o-TEST-na1"
 
     def __post_init__(self) -> None:
+        if not signable_organization(self.organization_id):  # sign() would refuse it later
+            raise ConfigurationError(
+                "organization_id must be non-empty printable ASCII without ',' (spec §5.2), "
+                f"not {self.organization_id!r}"
+            )
         if not isinstance(self.secret, Secret):
             object.__setattr__(self, "secret", Secret(self.secret))
 

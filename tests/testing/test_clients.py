@@ -246,3 +246,14 @@ def test_the_signer_signs_as_the_emulator_does(webhook_signer: Signer) -> None:
     header = parse_signature_header(headers["Service-Signature"])
     assert (header.organization_id, header.timestamp) == ("o-TEST-na1", 1_700_000_000)
     assert headers["Content-Type"] == "application/json; charset=utf-8"
+
+
+@pytest.mark.parametrize("organization_id", ["", "o,1", "org\u00e9"])
+def test_a_signer_for_an_organization_no_header_can_carry_is_refused(
+    organization_id: str,
+) -> None:
+    """Made anyway, it failed only at its first delivery (``sign()`` refuses the ``o``)."""
+    from service_webhooks import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="organization_id must be non-empty printable"):
+        Signer(generate_secret(), organization_id=organization_id)
