@@ -5,14 +5,13 @@ threads are gone (``PoolTimeout`` for ever)."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from sw_forking import beside_a_child
 
 from .conftest import POSTGRES_URL
 
@@ -54,26 +53,10 @@ def _sessions(inbox: Any, rounds: int) -> tuple[list[str], set[int]]:
 
 def test_a_forked_child_opens_its_own_pool(inbox: Any) -> None:
     _, before = _sessions(inbox, 1)
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        code = 1
-        signal.alarm(30)  # a reply read by the other process never comes: die, not hang
-        try:
-            errors, sessions = _sessions(inbox, 50)
-            os.write(write, json.dumps([errors[:3], sorted(sessions)]).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    errors, parent_sessions = _sessions(inbox, 50)  # beside the child
-    with os.fdopen(read) as pipe:
-        report = pipe.read()
-    _, status = os.waitpid(child, 0)
-    assert status == 0
-    assert report, "the child did not report"
-    child_errors, child_sessions = json.loads(report)
+    (errors, parent_sessions), (child_errors, child_sessions) = beside_a_child(
+        lambda: _sessions(inbox, 50)
+    )
     assert child_errors == []
     assert errors == []
-    assert not set(child_sessions) & (before | parent_sessions)
+    assert not child_sessions & (before | parent_sessions)
     assert list(inbox.search().items) == []  # the parent's pool still works

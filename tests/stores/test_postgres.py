@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -16,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
+from sw_forking import beside_a_child
 
 from service_webhooks import WebhookReceiver
 from service_webhooks._exceptions import ConfigurationError
@@ -105,28 +104,13 @@ def test_a_forked_child_opens_its_own_pool(admin: Admin, schema: str) -> None:
     store = PostgresStore(URL, table=f"{schema}.keys", min_size=2, timeout=2)
     store.create_schema()
     _, before = _sessions(store, "before", 1)
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        code = 1
-        signal.alarm(30)  # a reply read by the other process never comes: die, not hang
-        try:
-            errors, sessions = _sessions(store, "child", 100)
-            os.write(write, json.dumps([errors[:3], sorted(sessions)]).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    errors, parent_sessions = _sessions(store, "parent", 100)  # beside the child
-    with os.fdopen(read) as pipe:
-        report = pipe.read()
-    _, status = os.waitpid(child, 0)
-    assert status == 0
-    assert report, "the child did not report"
-    child_errors, child_sessions = json.loads(report)
+    parent = os.getpid()
+    (errors, parent_sessions), (child_errors, child_sessions) = beside_a_child(
+        lambda: _sessions(store, "child" if os.getpid() != parent else "parent", 100)
+    )
     assert child_errors == []
     assert errors == []
-    assert not set(child_sessions) & (before | parent_sessions)
+    assert not child_sessions & (before | parent_sessions)
     assert store.claim("after", "t", 60) is ClaimState.NEW  # the parent's pool still works
     store.close()
 
