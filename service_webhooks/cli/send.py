@@ -125,7 +125,10 @@ def send(
         --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
     """
     _check_url(url)
-    signer = Signer(secret, organization_id=org)
+    try:  # the secret passed its option's check: what Signer can refuse here is --org
+        signer = Signer(secret, organization_id=org)
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--org") from error
     try:
         if body_file is not None:
             if event_name is not None or data is not None:
