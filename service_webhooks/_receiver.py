@@ -42,7 +42,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from time import perf_counter
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar, cast
 
 import msgspec
 
@@ -248,9 +248,7 @@ class WebhookReceiver:
         _require_number("max_body_size", max_body_size, "an int of bytes", integer=True)
         if not 0 < max_body_size <= MAX_BODY_SIZE:
             raise ConfigurationError(f"max_body_size must be 1..{MAX_BODY_SIZE} bytes")
-        _require_number("lease", lease, "a finite number of seconds > 0")
-        if not (lease > 0 and _finite(lease)):
-            raise ConfigurationError("lease must be a finite number of seconds > 0")
+        require_positive_seconds("lease", lease)
         _require_number("retention", retention, f"a number of seconds >= {MIN_RETENTION}")
         if not retention >= MIN_RETENTION:
             raise ConfigurationError(f"retention must be >= {MIN_RETENTION} seconds (48 h)")
@@ -981,6 +979,20 @@ def _finite(seconds: float) -> bool:
         return math.isfinite(seconds)
     except OverflowError:
         return False
+
+
+def require_positive_seconds(name: str, value: object) -> None:
+    """Refuse a duration that is not a finite ``int`` or ``float`` above 0 (a lease: the
+    renewer wakes every third of it, and the stores compute expiry times from it).
+
+    Raises:
+        ConfigurationError: Naming ``name``: a wrong type, 0 or less, NaN, infinity, or
+            an int too large for a float.
+    """
+    _require_number(name, value, "a finite number of seconds > 0")
+    seconds = cast("float", value)  # an int or a float now
+    if not (seconds > 0 and _finite(seconds)):
+        raise ConfigurationError(f"{name} must be a finite number of seconds > 0")
 
 
 def _require_number(name: str, value: object, expected: str, *, integer: bool = False) -> None:

@@ -32,7 +32,6 @@ each task then claims ``"task:" + idempotency key`` before running the handlers.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,7 +47,7 @@ from ._idempotency import (
     guard_release,
     new_token,
 )
-from ._receiver import WebhookReceiver
+from ._receiver import WebhookReceiver, require_positive_seconds
 from ._renewal import Renewer
 from .stores import ClaimState, IdempotencyStore
 
@@ -116,11 +115,8 @@ class CeleryHandoff:
     ) -> None:
         if not isinstance(app, celery.Celery):
             raise ConfigurationError("CeleryHandoff needs a celery.Celery application")
-        # the renewer wakes every lease / 3 seconds; the stores compute expiries from both
-        for name, seconds in (("lease", lease), ("retention", retention)):
-            number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-            if not (number and seconds > 0 and math.isfinite(seconds)):
-                raise ConfigurationError(f"{name} must be a finite number of seconds > 0")
+        require_positive_seconds("lease", lease)
+        require_positive_seconds("retention", retention)
         options = dict(task_options or {})
         if {"name", "ignore_result"} & options.keys():
             raise ConfigurationError("task_options cannot set name or ignore_result")

@@ -174,7 +174,7 @@ def test_a_slow_handler_keeps_its_worker_claim_past_the_lease() -> None:
 
 
 @pytest.mark.parametrize("name", ["lease", "retention"])
-@pytest.mark.parametrize("seconds", [0, -1, float("inf"), float("nan"), True, "60"])
+@pytest.mark.parametrize("seconds", [0, -1, float("inf"), float("nan"), 10**400, True, "60"])
 def test_lease_and_retention_must_be_finite_positive_seconds(name: str, seconds: Any) -> None:
     with pytest.raises(ConfigurationError, match=f"{name} must be a finite number of seconds"):
         CeleryHandoff(eager_app(), store=MemoryStore(), **{name: seconds})
