@@ -190,21 +190,6 @@ class _Unrecorded(SyncInbox):
         return [] if inbox is None else inbox.slowest(limit=limit, since=since, until=until)
 
 
-def parse_since(text: str) -> datetime.datetime:
-    """``30m``, ``2h``, ``7d``, ``1w`` ago, or an ISO 8601 time (UTC when naive)."""
-    match = _DURATION.fullmatch(text.strip())
-    now = datetime.datetime.now(datetime.UTC)
-    if match:
-        return now - datetime.timedelta(seconds=float(match[1]) * _UNITS[match[2]])
-    try:
-        moment = datetime.datetime.fromisoformat(text.strip())
-    except ValueError as error:
-        raise click.BadParameter(
-            "a duration (30m, 2h, 7d) or an ISO 8601 time", param_hint="--since"
-        ) from error
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
-
-
 def parse_duration(text: str, hint: str) -> float:
     match = _DURATION.fullmatch(text.strip())
     if not match:
@@ -215,17 +200,12 @@ def parse_duration(text: str, hint: str) -> float:
 def _query(
     statuses: Sequence[str], event: str | None, organization: str | None, since: str | None
 ) -> InboxQuery:
-    try:  # the statuses as every inbox command reads them (a 6xx is no reason)
-        chosen = selection(statuses, event, organization)
+    """The filters as every inbox command reads them (a ``6xx`` is no reason); a bad
+    one is a usage error (exit 2)."""
+    try:
+        return selection(statuses, event, organization, since)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    return InboxQuery(
-        reasons=chosen.reasons,
-        status_class=chosen.status_class,
-        event_name=event,
-        organization_id=organization,
-        since=parse_since(since) if since else None,
-    )
 
 
 def _find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
