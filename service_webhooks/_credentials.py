@@ -46,6 +46,22 @@ def signable_organization(organization_id: object) -> bool:
     )
 
 
+def check_organization_id(organization_id: str) -> None:
+    """Check an organization ID as the ``o`` of a signature (spec §5.2) can carry it,
+    for what signs later (an emulator's event or endpoint, a test ``Signer``): refused
+    when made rather than at the first signature.
+
+    Raises:
+        ConfigurationError: Not a string, empty, not printable ASCII, or holding ``,``
+            (the rules of :func:`service_webhooks.sign`).
+    """
+    if not signable_organization(organization_id):
+        raise ConfigurationError(
+            f"organization_id must be non-empty printable ASCII, without ',', "
+            f"got {organization_id!r}"
+        )
+
+
 class Secret:
     """One signing secret, optionally with a stop date.
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._credentials import Secret, signable_organization
+from .._credentials import Secret, check_organization_id
 from .._envelope import MAX_BODY_SIZE, encode_envelope
 from .._exceptions import ConfigurationError
 
@@ -168,21 +168,6 @@ class Endpoint:
         if event.version != self.payload_version:
             return False
         return event.subcategory is None or event.subcategory == self.subcategory
-
-
-def check_organization_id(organization_id: str) -> None:
-    """Check an organization ID as the ``o`` of a signature (spec §5.2) can carry it.
-
-    Raises:
-        ConfigurationError: Not a string, empty, not printable ASCII, or holding ``,``
-            (the rules of :func:`service_webhooks.sign`, checked when the event or
-            endpoint is made rather than at its first attempt).
-    """
-    if not signable_organization(organization_id):
-        raise ConfigurationError(
-            f"organization_id must be non-empty printable ASCII, without ',', "
-            f"got {organization_id!r}"
-        )
 
 
 def check_url(url: str) -> None:

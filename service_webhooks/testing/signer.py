@@ -17,9 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._credentials import Secret, SecretLike, signable_organization
+from .._credentials import Secret, SecretLike, check_organization_id
 from .._envelope import CONTENT_TYPE
-from .._exceptions import ConfigurationError
 from .._signing import SIGNATURE_HEADER, sign
 
 __all__ = ["CONTENT_TYPE", "Signer"]
@@ -46,11 +45,7 @@ class Signer:
     organization_id: str = "o-TEST-na1"
 
     def __post_init__(self) -> None:
-        if not signable_organization(self.organization_id):  # sign() would refuse it later
-            raise ConfigurationError(
-                "organization_id must be non-empty printable ASCII without ',' (spec §5.2), "
-                f"not {self.organization_id!r}"
-            )
+        check_organization_id(self.organization_id)  # sign() would refuse it later
         if not isinstance(self.secret, Secret):
             object.__setattr__(self, "secret", Secret(self.secret))
 
