@@ -92,6 +92,7 @@ OUTCOMES: tuple[tuple[str, str], ...] = (
 """The outcome filter's choices (the overview links a count to the list filtered by its
 reason only for these: a reason of the application's own ``RetryLater`` is shown
 unlinked)."""
+_FILTERABLE = frozenset(value for value, _ in OUTCOMES)  # the values ?outcome= accepts
 RANGES: tuple[tuple[str, str, float], ...] = (
     ("", "Any time", 0.0),
     ("1h", "Last hour", 3600.0),
@@ -162,7 +163,7 @@ def list_query(params: Mapping[str, str], now: datetime.datetime) -> InboxQuery:
     if outcome in ("2xx", "4xx", "5xx"):
         status_class = int(outcome[0])
     elif outcome:
-        if outcome not in dict(OUTCOMES):
+        if outcome not in _FILTERABLE:
             raise BadFilter("outcome: not a known outcome")
         reasons = (outcome,)
     since = _parse_time(params.get("since", "").strip(), "from")
@@ -468,7 +469,7 @@ class Dashboard:
             chart=_chart(buckets),
             slowest=slowest,
             now=now,
-            filterable=frozenset(dict(OUTCOMES)),
+            filterable=_FILTERABLE,
         )
 
     async def stylesheet(self, request: Request) -> Response:
