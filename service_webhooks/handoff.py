@@ -184,12 +184,16 @@ class CeleryHandoff:
         """The task body: rebuild the event and run its handlers (in the worker).
 
         Returns:
-            ``"processed"``, ``"duplicate"`` (worker-side store says done) or
-            ``"unhandled"``.
+            ``"processed"``, ``"duplicate"`` (worker-side store says done),
+            ``"unhandled"``, or ``"in_flight"``: another worker holds the claim, so the
+            task was sent again to run one ``lease`` later (see :meth:`_run_again_later`).
 
         Raises:
             Exception: Whatever a handler raised (the worker-side claim is released
                 first), so Celery's own retry settings apply.
+            HandoffError: Another worker holds the claim and this call runs outside a
+                worker (called directly or eagerly), or the broker refused the
+                re-sent task.
         """
         raw = body.encode("utf-8")
         envelope = decode_envelope(raw)
@@ -213,7 +217,7 @@ class CeleryHandoff:
         if state is ClaimState.DONE:
             return "duplicate"
         if state is ClaimState.IN_FLIGHT:
-            raise HandoffError("the same event is running in another worker")
+            return self._run_again_later(body, organization_id, timestamp, idempotency_key)
         renewer = self._renewer_for(store)
         renewer.add(key, token)  # a slow handler keeps its claim past the lease
         try:
@@ -226,6 +230,35 @@ class CeleryHandoff:
             raise
         guard(store.complete, key, token, self.retention)
         return "processed"
+
+    def _run_again_later(
+        self, body: str, organization_id: str, timestamp: int, idempotency_key: str
+    ) -> str:
+        """Another worker holds the claim: send the task again, to run one lease later.
+
+        The twin may be running (it renews its claim; the next try then finds the event
+        done or, if the twin failed, claims it) or may have died (a worker killed with
+        ``acks_late``: its claim ends one lease after its last renewal). Either way the
+        event is run once and never dropped. Outside a worker (a direct call, or an
+        eager app inside the receiver's handler) there is no queue to wait in, so this
+        raises :class:`HandoffError` and the caller retries (the receiver answers 503).
+        """
+        request = self.task.request
+        if request.called_directly or request.is_eager:
+            raise HandoffError("the same event is running in another worker")
+        args = (body, organization_id, timestamp, idempotency_key)
+        try:
+            self.task.apply_async(
+                args=args,
+                countdown=self.lease,
+                queue=self.queue,
+                retry=True,
+                retry_policy=self.retry_policy,
+            )
+        except Exception as error:
+            logger.error("service_webhooks: re-enqueue to Celery failed: %s", describe(error))
+            raise HandoffError("the task queue did not accept the event again") from error
+        return "in_flight"
 
     def _renewer_for(self, store: IdempotencyStore) -> Renewer:
         """The renewer of worker-side claims on ``store`` (one thread, made on first

@@ -52,6 +52,12 @@ def celery_env(backend: Any) -> Iterator[dict[str, str]]:
 
 @pytest.fixture
 def worker(celery_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    process = _start_worker(celery_env)
+    yield process
+    _kill(process)
+
+
+def _start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -61,12 +67,12 @@ def worker(celery_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
         "worker",
         "--pool=solo",
     ]
-    command += ["-Q", celery_env["SW_CELERY_QUEUE"], "--without-gossip", "--without-mingle"]
+    command += ["-Q", env["SW_CELERY_QUEUE"], "--without-gossip", "--without-mingle"]
     command += ["--without-heartbeat", "--loglevel=warning", "--prefetch-multiplier=1"]
-    process = subprocess.Popen(
-        command, cwd=HERE, env={**os.environ, **celery_env}, stdout=subprocess.DEVNULL
-    )
-    yield process
+    return subprocess.Popen(command, cwd=HERE, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGKILL)  # its task sleeps 30 s; a warm stop would wait
         process.wait(10)
@@ -110,6 +116,45 @@ def test_slow_handler_answered_fast_and_duplicates_enqueued_once(
     assert _wait_for(lambda: backend.counts().get("slow-1") == 1, 10)
     assert worker.poll() is None  # still inside the 30 s handler
     print(f"\n[celery] slow handler (30 s) deliveries answered in {answer_time * 1000:.0f} ms")
+
+
+@pytest.mark.e2e
+@pytest.mark.services
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+def test_a_worker_killed_mid_handler_with_acks_late_loses_nothing(
+    backend: Any, celery_env: dict[str, str], serve: Any, deliver: Any
+) -> None:
+    """Redis hands the killed worker's unacknowledged task to the next worker while the
+    dead worker's claim still holds: that copy waits one lease and then runs the event
+    (before, it raised HandoffError and the event, already answered 200, was lost)."""
+    from kombu.transport.redis import Channel
+
+    if not hasattr(Channel, "unacked_restore_interval"):
+        pytest.skip("this kombu restores unacknowledged messages only every 100 s")
+    env = {
+        **celery_env,
+        "SW_CELERY_LEASE": "8",
+        "SW_CELERY_ACKS_LATE": "1",
+        "SW_CELERY_VISIBILITY": "1",
+    }
+    server = serve(env, app="celery_app:web")
+    first = _start_worker(env)
+    try:
+        [answer] = deliver(server.url, ["slow-killed"])
+        assert answer.status == 200
+        assert _wait_for(lambda: backend.counts().get("slow-killed") == 1, 15)
+    finally:
+        _kill(first)  # mid-handler: its claim holds until one lease after its last renewal
+    killed_at = time.monotonic()
+    second = _start_worker(env)
+    try:
+        assert _wait_for(lambda: backend.counts().get("slow-killed") == 2, 40), (
+            "the killed worker's event never ran again"
+        )
+        waited = time.monotonic() - killed_at
+    finally:
+        _kill(second)
+    print(f"\n[celery] killed worker's event ran again after {waited:.1f} s (lease 8 s)")
 
 
 def test_a_broker_that_does_not_accept_fails_the_delivery_and_releases_the_claim(

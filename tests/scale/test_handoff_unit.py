@@ -235,3 +235,42 @@ def test_task_options_let_celery_run_a_failed_event_again() -> None:
 def test_task_options_cannot_rename_the_task() -> None:
     with pytest.raises(ConfigurationError, match="cannot set name or ignore_result"):
         CeleryHandoff(eager_app(), task_options={"name": "other"})
+
+
+def test_in_a_worker_a_copy_finding_the_claim_in_flight_is_sent_again_one_lease_later() -> None:
+    """The copy a broker re-delivers while another worker holds the claim (running, or
+    killed with ``acks_late``) is not dropped: it goes back on the queue for one lease."""
+    app = Celery("worker-side", broker="memory://")
+    holder = MemoryStore()
+    args = args_for(NOTE)
+    holder.claim("task:" + args[3], "other-worker", 60)
+    handoff = CeleryHandoff(app, store=holder, lease=7, queue="hooks")
+    ran: list[Event[Any]] = []
+    handoff.on("note.created")(ran.append)
+    handoff.task.push_request(called_directly=False, is_eager=False, id="t-1")
+    try:
+        assert handoff.run(*args) == "in_flight"
+    finally:
+        handoff.task.pop_request()
+    assert ran == []
+    with app.connection() as connection:
+        message = connection.SimpleQueue("hooks").get(timeout=1)
+    assert message.headers["task"] == DEFAULT_TASK_NAME
+    assert message.headers["eta"] is not None  # sent with countdown=lease
+    assert list(message.decode()[0]) == list(args)
+
+
+def test_in_a_worker_a_broker_refusing_the_copy_raises_handoff_error(free_port: int) -> None:
+    app = Celery("refusing", broker=f"redis://127.0.0.1:{free_port}/0")
+    app.conf.broker_connection_timeout = 1
+    holder = MemoryStore()
+    args = args_for(NOTE)
+    holder.claim("task:" + args[3], "other-worker", 60)
+    handoff = CeleryHandoff(app, store=holder)
+    handoff.on("note.created")(lambda event: None)
+    handoff.task.push_request(called_directly=False, is_eager=False, id="t-2")
+    try:
+        with pytest.raises(HandoffError, match="did not accept the event again"):
+            handoff.run(*args)
+    finally:
+        handoff.task.pop_request()
