@@ -335,7 +335,7 @@ class Recorder:
         if writer is None or inbox is None:
             self.inbox.record(delivery)
             return
-        writer.write(*inbox.record_statement(delivery))
+        writer.write(*inbox.record_statement(delivery), wait=_store_answered(delivery))
         inbox.recorded()
 
     async def _arecord(self, delivery: ReceivedDelivery) -> None:
@@ -344,7 +344,7 @@ class Recorder:
         if writer is None or inbox is None:
             await self.inbox.arecord(delivery)
             return
-        await writer.awrite(*inbox.record_statement(delivery))
+        await writer.awrite(*inbox.record_statement(delivery), wait=_store_answered(delivery))
         await inbox.arecorded()
 
     def _delivery(self, note: Note, outcome: Outcome) -> ReceivedDelivery | None:
@@ -397,6 +397,13 @@ def _storable(text: str | None) -> str | None:
 def _storable_version(version: int | None) -> int | None:
     """``version`` when a 64-bit column holds it, else ``None`` (the body still has it)."""
     return version if version is None or -(2**63) <= version < 2**63 else None
+
+
+def _store_answered(delivery: ReceivedDelivery) -> bool:
+    """Whether the store gave this answer. When it did not (503 ``store_unavailable``),
+    a record through the same SQLite file is tried once: the store has just waited its
+    whole timeout for the lock, and a second wait would double the answer's time."""
+    return delivery.reason != "store_unavailable"
 
 
 def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:

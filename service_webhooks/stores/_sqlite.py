@@ -464,7 +464,7 @@ class SQLiteStore(SyncStore):
                 connection.execute("ROLLBACK")
             raise
 
-    def write(self, statement: str, params: Sequence[Any]) -> int:
+    def write(self, statement: str, params: Sequence[Any], *, wait: bool = True) -> int:
         """Run one more statement on this file, on the store's own connection.
 
         The receiver writes the inbox records of the answers that complete no key (a
@@ -476,6 +476,11 @@ class SQLiteStore(SyncStore):
         Args:
             statement: One SQL statement (``?`` placeholders) on this database.
             params: Its parameters.
+            wait: Wait up to ``timeout`` seconds for another connection's write lock
+                (the default); ``False`` tries once. The receiver tries once to record
+                an answer that this store itself failed to give: it has just waited
+                its ``timeout`` for that lock, and a second wait would take the answer
+                past the service's 10 s response wait (spec §3.3).
 
         Returns:
             The number of rows it changed.
@@ -483,11 +488,20 @@ class SQLiteStore(SyncStore):
         Raises:
             sqlite3.Error: It failed; nothing was written.
         """
-        return self._write(self._connection(), statement, params)
+        connection = self._connection()
+        if wait:
+            return self._write(connection, statement, params)
+        connection.execute("PRAGMA busy_timeout=0")
+        try:
+            return self._write(connection, statement, params)
+        finally:
+            connection.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
 
-    async def awrite(self, statement: str, params: Sequence[Any]) -> int:
+    async def awrite(self, statement: str, params: Sequence[Any], *, wait: bool = True) -> int:
         """Async twin of :meth:`write`: queued for the loop's next group commit."""
-        return await self._twin("write", self._write, statement, params)
+        if wait or "write" in self._overridden:
+            return await self._twin("write", self._write, statement, params)
+        return await self._in_group(self._write, (statement, params))
 
     def _write(self, connection: sqlite3.Connection, statement: str, params: Sequence[Any]) -> int:
         return connection.execute(statement, params).rowcount

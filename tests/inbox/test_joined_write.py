@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -175,6 +176,41 @@ async def test_sqlite_other_answer_that_cannot_be_recorded_is_a_503(
     assert (first.status, again.status, again.reason) == (200, 503, "store_unavailable")
     assert [record.reason for record in inbox.search().items] == ["processed"]
     assert runs == ["n-5"]  # the handler did not run again; the retry is recorded later
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_sqlite_locked_by_another_process_is_answered_after_one_timeout_not_two(
+    tmp_path: Path, run_async: bool
+) -> None:
+    """The store waits its timeout for the lock and fails (503): the record of that
+    answer goes through the same locked file, so it is tried once instead of waiting a
+    second timeout (with the default 5 s, the answer took 10 s: the service's whole
+    response wait). Once the lock is gone the retried delivery is processed and kept."""
+    path = tmp_path / "locked.sqlite3"
+    store, inbox = SQLiteStore(path, timeout=1.0), SQLiteInbox(path)
+    runs: list[str] = []
+    receiver = _receiver(store, inbox, runs)
+    inbox.search()  # both tables exist before the lock
+    store.claim("warm-up", "t", 1)
+    body = _body("n-locked")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        outcome = await _deliver(receiver, body, run_async)
+        waited = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert 1.0 <= waited < 1.9, f"answered after {waited:.2f} s; the store's timeout is 1 s"
+    assert runs == []
+    again = await _deliver(receiver, body, run_async)
+    assert (again.status, again.reason) == (200, "processed")
+    assert [record.reason for record in inbox.search().items] == ["processed"]
+    assert runs == ["n-locked"]
+    store.close()
+    inbox.close()
 
 
 def test_sqlite_complete_with_returns_false_for_another_claim(

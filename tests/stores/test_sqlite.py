@@ -693,3 +693,31 @@ def test_ping_creates_the_file_or_fails_at_once(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="unable to open database file"):
         missing.ping()
     assert not (tmp_path / "no-such-directory").exists()
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+def test_write_without_waiting_tries_once_and_keeps_the_timeout_for_the_next_call(
+    tmp_path: Path, run_async: bool
+) -> None:
+    path = tmp_path / "keys.sqlite3"
+    store = SQLiteStore(path, timeout=5)
+    store.write("CREATE TABLE IF NOT EXISTS notes (x)", ())
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+
+    def write(wait: bool) -> int:
+        if run_async:
+            return asyncio.run(store.awrite("INSERT INTO notes VALUES (1)", (), wait=wait))
+        return store.write("INSERT INTO notes VALUES (1)", (), wait=wait)
+
+    started = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        write(False)
+    assert time.monotonic() - started < 2.5  # not the store's 5 s
+    timer = threading.Timer(0.3, lambda: (holder.execute("COMMIT"), holder.close()))
+    timer.start()
+    assert write(True) == 1  # still waits for the lock, as before
+    timer.join()
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT count(*) FROM notes").fetchone() == (1,)
+    store.close()
