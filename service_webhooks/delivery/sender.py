@@ -12,12 +12,21 @@ The rules:
   the request stays open until the receiver answers, so :meth:`Sender.settle` can tell
   when the receiver is done with it.)
 * Only the status counts. At most ``snippet_size`` bytes of the response body are read
-  for the audit log; the rest is discarded with the connection.
+  for the audit log; the rest is discarded with the connection. A status that arrived
+  within the deadline is the attempt's answer even when its body is still coming at the
+  deadline (the snippet then holds what arrived).
+* A 1xx status is an answer like any other (spec §7: permanent failure). HTTP clients
+  skip an informational response and wait for a final one, so the first bytes each
+  request reads are kept: when no final response follows (the connection closes, a
+  101 without an upgrade, or the deadline), the 1xx status line that did arrive
+  classifies the attempt. A 1xx followed by a final response is that final response.
 * Redirects are never followed; proxies from the environment are never used.
 * The host is resolved and every address checked (:mod:`.addresses`); the request is
   sent to a checked address (the ``Host`` header and TLS SNI keep the original name, so
   certificates are verified against it). If a checked address refuses the connection
-  the next one is tried, within the same deadline.
+  the next one is tried, within the same deadline. HTTPS connections are pooled per
+  host name, never shared between two names that resolve to the same address: a
+  connection whose certificate was verified for one name is not reused for another.
 
 The transport is injectable: pass ``httpx.ASGITransport(app)`` to deliver into an app
 in-process (see :func:`service_webhooks.delivery.asgi_sender`), or a recording
@@ -27,13 +36,17 @@ transport in tests.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
+import re
 import ssl
 import time
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from types import TracebackType
 
+import httpcore
 import httpx
 
 from .._credentials import Secret
@@ -53,12 +66,109 @@ __all__ = ["CONTENT_TYPE", "DEFAULT_DEADLINE", "USER_AGENT", "AttemptResult", "S
 DEFAULT_DEADLINE = 10.0
 """Seconds one attempt may take, start to end (spec §3.3, §8)."""
 
-"""The ``Content-Type`` of every delivery (spec §6.1)."""
-
 USER_AGENT = "service-webhooks-emulator"
 """The ``User-Agent`` the emulator sends."""
 
 _UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EHOSTDOWN, errno.ENETDOWN}
+
+
+_HEAD_SIZE = 64
+"""Bytes kept from the start of what each request reads: enough for a status line."""
+
+_INFORMATIONAL = re.compile(rb"\s*HTTP/\d(?:\.\d)? (1\d\d)(?:[ \r\n]|$)")
+
+_head: contextvars.ContextVar[bytearray | None] = contextvars.ContextVar(
+    "service_webhooks_delivery_head", default=None
+)
+"""Where the stream wrapper puts the first bytes the current attempt reads."""
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What one attempt got so far, shared between :meth:`Sender.send` and its exchange."""
+
+    addresses: list[str] = field(default_factory=list)  # tried, in order
+    status: int | None = None  # the final status, once its headers arrived
+    received: bytearray = field(default_factory=bytearray)  # the start of the body
+    head: bytearray = field(default_factory=bytearray)  # the first bytes read
+
+    def informational(self) -> int | None:
+        """The 1xx status the receiver sent when no final response followed."""
+        match = _INFORMATIONAL.match(bytes(self.head))
+        return None if match is None else int(match.group(1))
+
+
+class _RecordingStream(httpcore.AsyncNetworkStream):
+    """Keeps the first bytes read for the current attempt (see :data:`_head`)."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = await self._inner.read(max_bytes, timeout)
+        head = _head.get()
+        if head is not None and len(head) < _HEAD_SIZE:
+            head += data[: _HEAD_SIZE - len(head)]
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return _RecordingStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> object:
+        return self._inner.get_extra_info(info)
+
+
+class _RecordingBackend(httpcore.AsyncNetworkBackend):
+    """Wraps every stream of a connection pool in a :class:`_RecordingStream`."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _RecordingStream(stream)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:  # pragma: no cover - the sender never uses one
+        stream = await self._inner.connect_unix_socket(path, timeout, socket_options)
+        return _RecordingStream(stream)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _recording_transport(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> httpx.AsyncHTTPTransport:
+    """httpx's own transport, its pool's streams wrapped to see 1xx status lines."""
+    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, trust_env=False)
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.AsyncNetworkBackend):  # httpcore 1.x
+        pool._network_backend = _RecordingBackend(backend)  # type: ignore[union-attr]
+    return transport
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +247,8 @@ def _classify_transport_error(error: Exception) -> _Failed:
 
 
 class Sender:
-    """Sends delivery attempts; one instance holds one connection pool.
+    """Sends delivery attempts; one instance holds its connection pools (plain HTTP,
+    and one per HTTPS host name).
 
     Args:
         deadline: Seconds one whole attempt may take (default 10, spec §8). Lower it
@@ -150,7 +261,7 @@ class Sender:
         verify: TLS verification: ``True`` (system trust store), ``False`` or an
             :class:`ssl.SSLContext`. The service refuses untrusted certificates.
         snippet_size: Most response-body bytes kept for the audit log.
-        max_connections: Size of the connection pool.
+        max_connections: Size of each connection pool.
         linger_limit: Real seconds a lingering attempt (``send(linger=True)``) may
             stay open before it is closed (default 60).
 
@@ -178,17 +289,17 @@ class Sender:
         self.allow_private_destinations = allow_private_destinations
         self.snippet_size = snippet_size
         self.linger_limit = max(float(linger_limit), self.deadline)
-        self._lingering: set[asyncio.Future[tuple[int, str]]] = set()
+        self._lingering: set[asyncio.Future[None]] = set()
         self._resolver: Resolver = resolver or SystemResolver()
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=32)
-        self._client = httpx.AsyncClient(
-            transport=transport,
-            follow_redirects=False,
-            trust_env=False,
-            verify=verify,
-            timeout=httpx.Timeout(self.deadline),
-            limits=limits,
-        )
+        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=32)
+        self._verify = verify
+        self._transport = transport
+        # One client (one pool) for plain HTTP, one per host name for HTTPS: the pool
+        # is keyed by the address a request is sent to, and a TLS connection verified
+        # for one name must not carry a request for another name at that address.
+        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._closed = False
+        self._client = self._client_for("")
 
     async def __aenter__(self) -> Sender:
         return self
@@ -207,7 +318,28 @@ class Sender:
             task.cancel()
         if self._lingering:
             await asyncio.gather(*list(self._lingering), return_exceptions=True)
-        await self._client.aclose()
+        self._closed = True
+        for client in {id(client): client for client in self._clients.values()}.values():
+            await client.aclose()
+
+    def _client_for(self, tls_host: str) -> httpx.AsyncClient:
+        """The client for plain HTTP (``""``) or for HTTPS to ``tls_host``."""
+        client = self._clients.get(tls_host)
+        if client is None:
+            if self._closed:
+                raise RuntimeError("the Sender is closed")
+            if self._transport is not None:  # an injected transport is one pool anyway
+                client = self._clients.get("")
+            if client is None:
+                transport = self._transport or _recording_transport(self._verify, self._limits)
+                client = httpx.AsyncClient(
+                    transport=transport,
+                    follow_redirects=False,
+                    trust_env=False,
+                    timeout=httpx.Timeout(self.deadline),
+                )
+            self._clients[tls_host] = client
+        return client
 
     async def send(
         self,
@@ -244,34 +376,43 @@ class Sender:
             SIGNATURE_HEADER: sign(body, secret, organization_id, timestamp=t),
             "User-Agent": USER_AGENT,
         }
-        where: list[str] = []  # the address tried last, for the audit log
-        exchange = asyncio.ensure_future(self._exchange(url, body, headers, where, linger))
+        progress = _Progress()
+        exchange = asyncio.ensure_future(self._exchange(url, body, headers, progress, linger))
         try:
             done, _ = await asyncio.wait({exchange}, timeout=self.deadline)
         except asyncio.CancelledError:
             exchange.cancel()
             raise
-        address = where[-1] if where else None
+        address = progress.addresses[-1] if progress.addresses else None
         if not done:
-            if linger:
+            if linger and progress.status is None:
                 self._lingering.add(exchange)
                 exchange.add_done_callback(self._forget)
-            else:
+            else:  # not lingering, or answered: only the rest of the body is late
                 exchange.cancel()
                 await asyncio.gather(exchange, return_exceptions=True)
+            if progress.status is not None:
+                return self._answered(progress, started, t, address)
             timeout = _Failed(Failure.TIMEOUT, f"no response within {self.deadline:g} s")
-            return self._failed(timeout, started, t, address)
+            return self._failed(timeout, started, t, address, progress)
         try:
-            status, snippet = exchange.result()
+            exchange.result()
         except _Failed as failed:
-            return self._failed(failed, started, t, address)
+            return self._failed(failed, started, t, address, progress)
         except TimeoutError:
             timeout = _Failed(Failure.TIMEOUT, f"no response within {self.deadline:g} s")
-            return self._failed(timeout, started, t, address)
-        except httpx.HTTPError as error:
-            return self._failed(_classify_transport_error(error), started, t, address)
-        except OSError as error:
-            return self._failed(_classify_transport_error(error), started, t, address)
+            return self._failed(timeout, started, t, address, progress)
+        except (httpx.HTTPError, OSError) as error:
+            problem = _classify_transport_error(error)
+            return self._failed(problem, started, t, address, progress)
+        return self._answered(progress, started, t, address)
+
+    def _answered(
+        self, progress: _Progress, started: float, t: int, address: str | None
+    ) -> AttemptResult:
+        status = progress.status
+        assert status is not None
+        snippet = bytes(progress.received[: self.snippet_size]).decode("utf-8", "replace")
         return AttemptResult(
             result=classify_status(status),
             status=status,
@@ -284,22 +425,23 @@ class Sender:
         )
 
     async def _exchange(
-        self, url: str, body: bytes, headers: dict[str, str], where: list[str], linger: bool
-    ) -> tuple[int, str]:
-        """Resolve, check and POST; the caller enforces the deadline."""
+        self, url: str, body: bytes, headers: dict[str, str], progress: _Progress, linger: bool
+    ) -> None:
+        """Resolve, check and POST into ``progress``; the caller enforces the deadline."""
+        _head.set(progress.head)  # this task's context: what its requests read
         addresses = await self._destinations(url)
         if not addresses:  # a custom resolver may answer nothing
             raise _Failed(Failure.UNRESOLVABLE, "the host resolved to no address")
         for index, address in enumerate(addresses):
-            where.append(address)
+            progress.addresses.append(address)
             try:
-                return await self._post(url, address, body, headers, linger)
+                await self._post(url, address, body, headers, progress, linger)
+                return
             except httpx.ConnectError:
                 if index == len(addresses) - 1:
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _forget(self, task: asyncio.Future[tuple[int, str]]) -> None:
+    def _forget(self, task: asyncio.Future[None]) -> None:
         self._lingering.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: a late failure is of no interest
@@ -317,8 +459,26 @@ class Sender:
         return open_now
 
     def _failed(
-        self, failed: _Failed, started: float, t: int, address: str | None
+        self,
+        failed: _Failed,
+        started: float,
+        t: int,
+        address: str | None,
+        progress: _Progress | None = None,
     ) -> AttemptResult:
+        informational = None if progress is None else progress.informational()
+        if informational is not None:
+            # A 1xx and no final response after it: that status is the answer (spec §7).
+            return AttemptResult(
+                result=classify_status(informational),
+                status=informational,
+                failure=None,
+                description=f"{describe_status(informational)} (no final response)",
+                response_snippet="",
+                duration=time.perf_counter() - started,
+                timestamp=t,
+                address=address,
+            )
         return AttemptResult(
             result=classify_failure(failed.failure),
             status=None,
@@ -346,13 +506,21 @@ class Sender:
             raise _Failed(Failure.RESERVED_ADDRESS, f"not sent: {error}") from None
 
     async def _post(
-        self, url: str, address: str, body: bytes, headers: dict[str, str], linger: bool
-    ) -> tuple[int, str]:
+        self,
+        url: str,
+        address: str,
+        body: bytes,
+        headers: dict[str, str],
+        progress: _Progress,
+        linger: bool,
+    ) -> None:
         original = httpx.URL(url)
         pinned = original.copy_with(host=address)
         host_header = original.netloc.decode("ascii")
-        extensions = {"sni_hostname": original.host} if original.scheme == "https" else {}
-        request = self._client.build_request(
+        tls = original.scheme == "https"
+        extensions = {"sni_hostname": original.host} if tls else {}
+        client = self._client_for(original.host if tls else "")
+        request = client.build_request(
             "POST",
             pinned,
             content=body,
@@ -360,17 +528,16 @@ class Sender:
             extensions=extensions,
             timeout=httpx.Timeout(self.linger_limit) if linger else httpx.USE_CLIENT_DEFAULT,
         )
-        response = await self._client.send(request, stream=True)
+        progress.head.clear()  # what this request reads, not an earlier address's
+        response = await client.send(request, stream=True)
         try:
-            received = bytearray()
+            progress.status = response.status_code  # the answer: the body cannot change it
             try:
                 async for chunk in response.aiter_bytes():
-                    received += chunk
-                    if len(received) >= self.snippet_size:
+                    progress.received += chunk
+                    if len(progress.received) >= self.snippet_size:
                         break
             except httpx.HTTPError:
                 pass  # the status arrived; only the snippet is incomplete
-            snippet = bytes(received[: self.snippet_size]).decode("utf-8", "replace")
         finally:
             await response.aclose()
-        return response.status_code, snippet

@@ -1,0 +1,165 @@
+"""What counts as the receiver's answer (spec §3.3, §6.1, §7): a 1xx status line with no
+final response after it, a status whose body is still coming at the deadline, and a TLS
+connection verified for one host name never reused for another."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service_webhooks.delivery import Failure, Result, StaticResolver
+
+BODY = b'{"eventName":"note.created","version":1,"data":{"id":"n-1"}}'
+
+Script = Callable[[asyncio.StreamWriter], Awaitable[None]]
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[Callable[[Script], Awaitable[str]]]:
+    """Starts raw TCP receivers on 127.0.0.1 that read one request, then run a script."""
+    servers: list[asyncio.Server] = []
+    handlers: set[asyncio.Task[Any]] = set()
+
+    async def start(script: Script) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            handlers.add(asyncio.current_task())  # type: ignore[arg-type]
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                await script(writer)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+
+    yield start
+    for task in handlers:
+        task.cancel()
+    await asyncio.gather(*handlers, return_exceptions=True)
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+def answer(raw: bytes, *, hold: float = 0.0) -> Script:
+    async def script(writer: asyncio.StreamWriter) -> None:
+        writer.write(raw)
+        await writer.drain()
+        await asyncio.sleep(hold)
+
+    return script
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("status", [100, 101, 103, 199])
+async def test_a_lone_1xx_then_close_is_a_permanent_failure(
+    status: int, scripted: Any, loopback_sender: Any
+) -> None:
+    # Spec §7: any other status, including 1xx, is a permanent failure. Before the fix
+    # the client skipped the 1xx and reported "disconnected" or a protocol error: retried.
+    url = await scripted(answer(f"HTTP/1.1 {status} Info\r\n\r\n".encode()))
+    async with loopback_sender(deadline=3) as sender:
+        outcome = await sender.send(url, BODY, secret="s", organization_id="o")
+    assert outcome.status == status
+    assert outcome.failure is None
+    assert outcome.result is Result.PERMANENT_FAILURE
+    assert outcome.description.startswith(f"HTTP {status}: permanent failure")
+
+
+@pytest.mark.e2e
+async def test_a_1xx_then_silence_is_a_permanent_failure_at_the_deadline(
+    scripted: Any, loopback_sender: Any
+) -> None:
+    url = await scripted(answer(b"HTTP/1.1 199 Info\r\n\r\n", hold=5))
+    async with loopback_sender(deadline=0.5) as sender:
+        outcome = await sender.send(url, BODY, secret="s", organization_id="o")
+    assert (outcome.status, outcome.result) == (199, Result.PERMANENT_FAILURE)
+    assert outcome.duration < 2
+
+
+@pytest.mark.e2e
+async def test_a_1xx_followed_by_a_final_response_is_that_response(
+    scripted: Any, loopback_sender: Any
+) -> None:
+    raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n"
+    url = await scripted(answer(raw))
+    async with loopback_sender(deadline=3) as sender:
+        outcome = await sender.send(url, BODY, secret="s", organization_id="o")
+    assert (outcome.status, outcome.result) == (204, Result.SUCCESS)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("status", "result"), [(200, Result.SUCCESS), (503, Result.TEMPORARY_FAILURE)]
+)
+async def test_a_status_in_time_counts_even_if_its_body_is_late(
+    status: int, result: Result, scripted: Any, loopback_sender: Any
+) -> None:
+    # Spec §6.1: the service ignores the response body and uses only the status code;
+    # before the fix a body still coming at the deadline turned a 200 into a timeout.
+    raw = f"HTTP/1.1 {status} X\r\ncontent-length: 100\r\n\r\npartial".encode()
+    url = await scripted(answer(raw, hold=5))
+    async with loopback_sender(deadline=0.5) as sender:
+        outcome = await sender.send(url, BODY, secret="s", organization_id="o", linger=True)
+        assert not sender._lingering  # answered: nothing is left open on the receiver
+    assert (outcome.status, outcome.result, outcome.failure) == (status, result, None)
+    assert outcome.response_snippet == "partial"
+    assert outcome.duration < 2
+
+
+@pytest.fixture(scope="module")
+def receiver_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("tls-pool")
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=receiver.test"),
+            *("-addext", "subjectAltName=DNS:receiver.test"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return key, cert
+
+
+@pytest.fixture(scope="module")
+def tls_receiver(receiver_cert: tuple[Path, Path], serve: Any, StatusApp: Any) -> Iterator[str]:
+    key, cert = receiver_cert
+    with serve(StatusApp(), ssl_keyfile=str(key), ssl_certfile=str(cert)) as url:
+        yield url
+
+
+@pytest.mark.e2e
+async def test_a_tls_connection_is_not_reused_for_another_host_name(
+    tls_receiver: str, receiver_cert: tuple[Path, Path], loopback_sender: Any
+) -> None:
+    # Two names at one address; the certificate is valid for receiver.test only. Spec
+    # §3.3: an untrusted certificate is a (temporary) failure. Before the fix the pooled
+    # connection to 127.0.0.1, verified for receiver.test, carried other.test's delivery.
+    port = tls_receiver.rsplit(":", 1)[1]
+    trusted = ssl.create_default_context(cafile=str(receiver_cert[1]))
+    resolver = StaticResolver({"receiver.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    async with loopback_sender(resolver=resolver, verify=trusted) as sender:
+        good = await sender.send(
+            f"https://receiver.test:{port}/status/200", BODY, secret="s", organization_id="o"
+        )
+        other = await sender.send(
+            f"https://other.test:{port}/status/200", BODY, secret="s", organization_id="o"
+        )
+        again = await sender.send(
+            f"https://receiver.test:{port}/status/200", BODY, secret="s", organization_id="o"
+        )
+    assert good.status == 200
+    assert other.failure is Failure.TLS
+    assert other.result is Result.TEMPORARY_FAILURE
+    assert again.status == 200
