@@ -102,6 +102,7 @@ ErrorHook: TypeAlias = Callable[[Event[Any], BaseException], None]
 """``hook(event, error) -> None``: told of every handler failure; must not raise."""
 
 H = TypeVar("H", bound=Handler)
+E = TypeVar("E", bound=ErrorHook)
 T = TypeVar("T")
 
 KNOWN_EVENT_NAMES: frozenset[str] = frozenset(name for name, _ in EVENT_MODELS)
@@ -283,8 +284,10 @@ class Router:
 
         return register if handler is None else register(handler)
 
-    def on_error(self, hook: ErrorHook) -> ErrorHook:
+    def on_error(self, hook: E) -> E:
         """Register a hook told of every handler failure (usable as a decorator).
+
+        Returns ``hook`` itself, so a decorated function keeps its own type.
 
         Raises:
             ConfigurationError: ``hook`` is not callable, is a coroutine, generator or

@@ -164,10 +164,21 @@ adapter reads: Django's ``SERVICE_WEBHOOKS = {"SECRETS": ...}`` keys, Flask's
 class WebhookReceiver:
     """Authenticates, decodes, deduplicates and dispatches deliveries.
 
+    Handlers are registered with the router's methods, bound on each receiver:
+    ``on(event_name, handler=None, *, version=None, model=None)`` (a name, a list of
+    names or a glob pattern; a decorator when ``handler`` is omitted), ``on_any``,
+    ``on_error`` (``hook(event, error)``), each returning the function it was given,
+    and ``remove(handler)``; see :meth:`service_webhooks.Router.on`.
+    Deliveries go in through :meth:`process` / :meth:`aprocess` (a body already
+    read) or :meth:`handle` / :meth:`ahandle` (what the adapters call).
+
     Args:
-        secrets: The signing secret(s): a secret, a sequence (newest first, for
-            rotation), a mapping ``organization ID -> secrets`` or a callable; see
-            :mod:`service_webhooks._credentials`.
+        secrets: The signing secret(s) (spec §5.2), each a ``str`` (UTF-8 encoded),
+            ``bytes`` or :class:`~service_webhooks.Secret`: one secret; a sequence of
+            them (newest first, for rotation); a mapping ``organization ID -> secret
+            or sequence`` (umbrella accounts); or a callable ``f(organization_id)``
+            returning either, or ``None`` for an unknown organization (see
+            :func:`~service_webhooks.as_resolver`).
         tolerance: Largest accepted ``abs(now - t)`` in seconds (spec §5.2; 300).
         store: The idempotency store: an :class:`~service_webhooks.stores.IdempotencyStore`
             or a URL for :func:`~service_webhooks.stores.store_from_url` (``"memory"``,
@@ -192,7 +203,7 @@ class WebhookReceiver:
             worker thread so they do not block the event loop.
         clock: Current time in Unix seconds for the timestamp check; defaults to
             :func:`time.time` looked up at call time (so ``freezegun`` works).
-        router: Share this :class:`~service_webhooks._dispatch.Router` (its handlers)
+        router: Share this :class:`~service_webhooks.Router` (its handlers)
             with other receivers, e.g. one per app built from each app's settings.
         observers: :class:`OutcomeObserver` callables told about every delivery
             (more can be added with :meth:`on_outcome`).

@@ -120,3 +120,30 @@ def test_the_answer_table_lists_every_reason_a_request_can_get(page: str) -> Non
         assert any(reason in row and f"| {error.status}" in row for row in rows), (
             f"{page}: no row for {error.__name__} ({error.status}, {error.reason})"
         )
+
+
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+PYTHON_BLOCK = re.compile(r"^```py(?:thon)?\n(.*?)^```", re.M | re.S)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_python_blocks_hold_python_not_commented_out_shell(page: Path) -> None:
+    """Shell commands go in a ``bash`` block, where a reader copies them as they are:
+    a ``python`` block of ``# command`` lines only reads as code that does nothing."""
+    for block in PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        assert not all(line.startswith("#") for line in lines), (
+            f"{page.name}: a python block of comments only:\n{block}"
+        )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_example_delivery_ids_are_prefixes_that_can_be_unambiguous(page: Path) -> None:
+    """Delivery IDs are UUIDv7s whose first 12 hex digits are the millisecond received:
+    an example ID given to ``show`` or ``replay`` has digits beyond those, or it would
+    match every delivery of that time (a 6-digit one, all those of about 4.6 hours)."""
+    text = page.read_text(encoding="utf-8")
+    command = r"(?:inbox show|inbox replay|service-webhooks (?:show|replay)|_replay)"
+    for ids in re.findall(rf"{command}((?: [0-9a-f]{{4,32}}\b)+)", text):
+        for example in ids.split():
+            assert len(example) > 12, f"{page.name}: example ID {example!r} is time digits only"

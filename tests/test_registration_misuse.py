@@ -17,8 +17,9 @@ import functools
 import inspect
 import json
 import logging
+import typing
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from unittest.mock import AsyncMock, Mock
 
 import pytest
@@ -478,6 +479,21 @@ def test_ordinary_error_hooks_stay_accepted_and_are_called() -> None:
 
     assert deliver(receiver).reason == "handler_failed"
     assert seen == ["lambda", "default", "variadic 2"]
+
+
+def test_on_error_returns_the_hook_typed_as_given() -> None:
+    """``on_error`` hands the hook back unchanged and is annotated so (a TypeVar, as
+    ``on``, ``on_any`` and ``on_outcome`` are): a decorated hook keeps its own type
+    under mypy instead of collapsing to the ``ErrorHook`` alias."""
+
+    class Hook:
+        def __call__(self, event: Event[Any], error: BaseException) -> None: ...
+
+    hook = Hook()
+    assert make_receiver().on_error(hook) is hook
+    hints = typing.get_type_hints(Router.on_error)
+    assert isinstance(hints["return"], TypeVar)
+    assert hints["return"] is hints["hook"]
 
 
 # -- an async handler's error under sync process() ------------------------------------
