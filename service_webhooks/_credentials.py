@@ -220,8 +220,9 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
 
     Raises:
         ConfigurationError: An empty secret, an empty sequence or mapping, a value
-            of an unsupported type, or a mapping key no signature's ``o`` can be
-            (empty, not printable ASCII, or holding ``,``).
+            of an unsupported type, a mapping key no signature's ``o`` can be
+            (empty, not printable ASCII, or holding ``,``), or a callable that is
+            ``async def`` or cannot take the organization ID as its one argument.
     """
     if isinstance(config, (str, bytes, Secret)):
         return _Static(_to_secrets(config))
@@ -239,6 +240,9 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
     if isinstance(config, Sequence):
         return _Static(_to_secrets(config))
     if callable(config):
+        from ._dispatch import check_plain_callable  # the dispatcher's own check, shared
+
+        check_plain_callable(config, "secrets", "secrets(organization_id) -> secrets or None", 1)
         return _Callable(config)
     raise ConfigurationError(f"unsupported secrets configuration: {type(config).__name__}")
 

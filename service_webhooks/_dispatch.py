@@ -565,6 +565,51 @@ def _check_callable(function: Callable[..., object], what: str, arguments: int) 
         ) from None
 
 
+def check_plain_callable(function: object, what: str, called_as: str, arguments: int) -> None:
+    """Refuse a configuration callable that could never work when the library calls it.
+
+    For the callables a receiver calls and uses the result of, synchronously: the
+    secrets lookup, the idempotency key function, the clock, the unit of work and the
+    outcome observers. Without this check each of them failed on every delivery
+    instead (an async key function made every event a 422, lost for good).
+
+    Args:
+        function: What the user passed.
+        what: Its name in the message, e.g. ``"idempotency_key"``.
+        called_as: How the library calls it, e.g. ``"idempotency_key(event)"``.
+        arguments: How many positional arguments that call passes.
+
+    Raises:
+        ConfigurationError: ``function`` is not callable, is ``async def`` (or an object
+            whose ``__call__`` is), a generator or async generator function, or
+            :func:`inspect.signature` shows it cannot be called with ``arguments``
+            positional arguments (skipped when Python cannot tell).
+    """
+    if not callable(function):
+        raise ConfigurationError(
+            f"{what} must be a callable used as {called_as}, not {type(function).__name__}"
+        )
+    label = _label(function)
+    kind = _generator_kind(function)
+    if _is_async(function) or kind is not None:
+        why = kind or " is async (`async def`)"
+        raise ConfigurationError(
+            f"{what} {label}{why}: the receiver calls it as {called_as} without "
+            "awaiting or iterating, so it must be a plain `def`"
+        )
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # builtins and some C callables: cannot tell
+        return
+    signature = signature.replace(return_annotation=inspect.Signature.empty)
+    try:
+        signature.bind(*(object() for _ in range(arguments)))
+    except TypeError as error:
+        raise ConfigurationError(
+            f"{what} {label} (signature {signature}) cannot be called as {called_as}: {error}"
+        ) from None
+
+
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
 

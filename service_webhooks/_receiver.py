@@ -48,7 +48,7 @@ import msgspec
 
 from . import _recording
 from ._credentials import SecretsConfig, _Static, as_resolver
-from ._dispatch import Registration, Router, arun, run
+from ._dispatch import Registration, Router, arun, check_plain_callable, run
 from ._envelope import MAX_BODY_SIZE, Envelope, decode_checked
 from ._events import Event
 from ._exceptions import (
@@ -270,18 +270,19 @@ class WebhookReceiver:
             raise ConfigurationError("unhandled_status must be 200, a 4xx or 500")
         if unhandled_status == 429:
             raise ConfigurationError("unhandled_status 429 would be retried; use 500 for that")
-        if unit_of_work is not None and not callable(unit_of_work):
-            raise ConfigurationError("unit_of_work must be a callable returning a context manager")
-        if idempotency_key is not None and not callable(idempotency_key):
-            raise ConfigurationError(
-                "idempotency_key must be a callable taking the event and returning a str, "
-                f"not {type(idempotency_key).__name__}"
+        if unit_of_work is not None:
+            check_plain_callable(
+                unit_of_work, "unit_of_work", "unit_of_work(event) -> a context manager", 1
             )
-        if clock is not None and not callable(clock):
-            raise ConfigurationError(
-                "clock must be a callable returning Unix seconds (like time.time), "
-                f"not {type(clock).__name__}"
+        if idempotency_key is not None:
+            check_plain_callable(
+                idempotency_key, "idempotency_key", "idempotency_key(event) -> str", 1
             )
+        if clock is not None:
+            check_plain_callable(clock, "clock", "clock() -> Unix seconds (like time.time)", 0)
+        for flag, value in (("success_body", success_body), ("strict", strict)):
+            if not isinstance(value, bool):
+                raise ConfigurationError(f"{flag} must be True or False, not {value!r:.40}")
         if tracer is not None and not all(
             callable(getattr(tracer, method, None)) for method in ("delivery", "handlers")
         ):
@@ -316,6 +317,10 @@ class WebhookReceiver:
         self.on_error = self.router.on_error
         self.remove = self.router.remove
         self._observers: tuple[OutcomeObserver, ...] = ()
+        if not isinstance(observers, Iterable) or callable(observers):
+            raise ConfigurationError(
+                "observers must be a list of outcome observers; pass one as observers=[f]"
+            )
         for observer in observers:
             self.on_outcome(observer)
         self.tracer = tracer
@@ -370,10 +375,11 @@ class WebhookReceiver:
             ``observer`` itself.
 
         Raises:
-            ConfigurationError: ``observer`` is not callable.
+            ConfigurationError: ``observer`` is not callable, is ``async def`` or a
+                generator function (it is called synchronously, its result ignored),
+                or cannot be called with one argument.
         """
-        if not callable(observer):
-            raise ConfigurationError("an outcome observer must be callable")
+        check_plain_callable(observer, "outcome observer", "observer(record)", 1)
         self._observers = (*self._observers, observer)  # swapped whole: thread-safe reads
         return observer
 
@@ -552,14 +558,23 @@ class WebhookReceiver:
         Returns:
             The :class:`~service_webhooks.Outcome` to send. Never raises for anything
             a request can contain.
+
+        Raises:
+            TypeError: ``body`` is not ``bytes`` (a ``str`` is an already decoded
+                body, whose exact bytes the signature covers), or ``signature`` is not
+                the header's value.
         """
-        if self._recorder is not None:  # inbox: record the answer before returning it
-            return self._recorder.process(body, signature, method, content_type, user_agent)
-        tracer = self.tracer
-        if tracer is None:
-            return self._process(body, signature, method, None)
-        with tracer.delivery():
-            return self._process(body, signature, method, tracer)
+        try:
+            if self._recorder is not None:  # inbox: record the answer before returning it
+                return self._recorder.process(body, signature, method, content_type, user_agent)
+            tracer = self.tracer
+            if tracer is None:
+                return self._process(body, signature, method, None)
+            with tracer.delivery():
+                return self._process(body, signature, method, tracer)
+        except (TypeError, AttributeError):  # free unless raised: name the wrong argument
+            _check_argument_types(body, signature)
+            raise
 
     async def aprocess(
         self,
@@ -576,13 +591,19 @@ class WebhookReceiver:
         handlers too unless ``sync_handlers_in_thread=False``: nothing here blocks
         the event loop but the store's own async twins.
         """
-        if self._recorder is not None:  # inbox: record the answer before returning it
-            return await self._recorder.aprocess(body, signature, method, content_type, user_agent)
-        tracer = self.tracer
-        if tracer is None:
-            return await self._aprocess(body, signature, method, None)
-        with tracer.delivery():
-            return await self._aprocess(body, signature, method, tracer)
+        try:
+            if self._recorder is not None:  # inbox: record the answer before returning it
+                return await self._recorder.aprocess(
+                    body, signature, method, content_type, user_agent
+                )
+            tracer = self.tracer
+            if tracer is None:
+                return await self._aprocess(body, signature, method, None)
+            with tracer.delivery():
+                return await self._aprocess(body, signature, method, tracer)
+        except (TypeError, AttributeError):  # free unless raised: name the wrong argument
+            _check_argument_types(body, signature)
+            raise
 
     def _process(
         self, body: bytes, signature: str | bytes | None, method: str, tracer: DeliveryTracer | None
@@ -1107,6 +1128,21 @@ async def _acompletion(completing: Coroutine[Any, Any, bool]) -> None:
         raise _CompletionFailed(error) from error.__cause__
     if not done:
         raise _ClaimLost
+
+
+def _check_argument_types(body: object, signature: object) -> None:
+    """Raise a :class:`TypeError` naming the argument of ``process``/``aprocess`` that
+    has the wrong type, if one has (called once a ``TypeError`` escaped them)."""
+    if not isinstance(body, bytes):
+        raise TypeError(
+            f"body must be bytes, the raw request body as received, not "
+            f"{type(body).__name__} (the signature covers the exact bytes)"
+        )
+    if signature is not None and not isinstance(signature, (str, bytes)):
+        raise TypeError(
+            "signature must be the Service-Signature header's value (str or bytes) or "
+            f"None, not {type(signature).__name__}; pass headers['Service-Signature']"
+        )
 
 
 def _sync_unit(unit: UnitOfWork, event: Event[Any]) -> AbstractContextManager[object]:

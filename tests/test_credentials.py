@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -158,3 +159,22 @@ def test_an_organization_no_signature_can_name_is_refused(organization_id: str) 
 def test_organization_keys_that_are_numbers_are_their_text() -> None:
     resolver = as_resolver({123: KEY})  # type: ignore[dict-item]
     assert resolver("123") == (Secret(KEY),)
+
+
+async def _async_lookup(organization_id: str) -> str:
+    return "secret-" * 4
+
+
+@pytest.mark.parametrize(
+    ("lookup", "message"),
+    [
+        (_async_lookup, r"secrets _async_lookup is async"),
+        (lambda: "secret-" * 4, r"cannot be called as secrets\(organization_id\)"),
+        (lambda organization_id, region: None, r"missing a required argument: 'region'"),
+    ],
+)
+def test_a_secrets_callable_that_could_never_answer_is_refused(lookup: Any, message: str) -> None:
+    """Accepted before, such a callable answered every delivery 500 (async) or 503
+    (wrong arity: retried for 24 h, then the event died)."""
+    with pytest.raises(ConfigurationError, match=message):
+        as_resolver(lookup)

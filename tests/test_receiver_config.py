@@ -56,6 +56,65 @@ def test_wrong_arguments_are_refused_by_name(kwargs: dict[str, Any], message: st
         receiver(**kwargs)
 
 
+async def _async_key(event: Any) -> str:
+    return "k"
+
+
+def _generator_clock() -> Any:
+    yield 0.0
+
+
+class _AsyncObserver:
+    async def __call__(self, record: Any) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"idempotency_key": _async_key}, r"idempotency_key _async_key is async"),
+        ({"idempotency_key": lambda: "k"}, r"cannot be called as idempotency_key\(event\)"),
+        ({"clock": lambda now: now}, r"clock <lambda> \(signature \(now\)\) cannot be called"),
+        ({"clock": _generator_clock}, r"clock _generator_clock is a generator function"),
+        ({"unit_of_work": lambda: nullcontext()}, r"cannot be called as unit_of_work\(event\)"),
+        ({"unit_of_work": 1}, r"unit_of_work must be a callable"),
+        ({"observers": [_AsyncObserver()]}, r"outcome observer _AsyncObserver instance is async"),
+        ({"observers": [lambda: None]}, r"cannot be called as observer\(record\)"),
+        ({"observers": print}, r"observers must be a list of outcome observers"),
+        ({"observers": 3}, r"observers must be a list of outcome observers"),
+        ({"success_body": "no"}, r"success_body must be True or False, not 'no'"),
+        ({"strict": 1}, r"strict must be True or False, not 1"),
+    ],
+)
+def test_callables_and_flags_that_could_never_work_are_refused_when_made(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    """Each of these was accepted and then failed on every delivery: an async key
+    function answered 422 (never retried: the events were lost), a wrong clock raised
+    out of ``process``, an async observer never ran, ``success_body="no"`` still sent
+    a body."""
+    with pytest.raises(ConfigurationError, match=message):
+        receiver(**kwargs)
+
+
+def test_ordinary_callables_stay_accepted() -> None:
+    class Key:
+        def __call__(self, event: Any, /) -> str:
+            return "key-" + event.data.id
+
+    seen: list[Any] = []
+    r = receiver(
+        idempotency_key=Key(),
+        clock=lambda: 1_700_000_000.0,
+        unit_of_work=lambda event, *rest: nullcontext(),
+        observers=(seen.append,),
+        success_body=False,
+    )
+    r.on("note.created")(lambda event: None)
+    outcome = r.process(BODY, sign(BODY, SECRET, ORG, timestamp=1_700_000_000))
+    assert (outcome.status, outcome.reason, outcome.body) == (200, "processed", b"")
+    assert [record.outcome.reason for record in seen] == ["processed"]
+
+
 def test_a_tracer_with_only_one_of_its_methods_is_refused() -> None:
     class Half:
         def delivery(self) -> Any:
@@ -133,3 +192,30 @@ def test_a_key_function_returning_no_str_says_what_it_returned(
         assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 422
     assert f"{shown}, not a non-empty str" in seen[0].detail
     assert any(shown in rec.getMessage() for rec in caplog.records)
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["process", "aprocess"])
+@pytest.mark.parametrize(
+    ("body", "signature", "message"),
+    [
+        (BODY.decode(), "sig", r"body must be bytes, the raw request body as received, not str"),
+        (None, "sig", r"body must be bytes, .* not NoneType"),
+        (memoryview(BODY), "sig", r"body must be bytes, .* not memoryview"),
+        (BODY, {"Service-Signature": "x"}, r"signature must be the Service-Signature header's"),
+        (BODY, ["x"], r"signature must be .* not list"),
+    ],
+)
+async def test_arguments_of_the_wrong_type_are_named(
+    body: Any, signature: Any, message: str, run_async: bool
+) -> None:
+    """A decoded ``str`` body or the whole headers mapping: a TypeError naming the
+    argument, not "Strings must be encoded before hashing" from deep inside."""
+    r = receiver()
+    if signature == "sig":
+        signature = sign(BODY, SECRET, ORG)
+    with pytest.raises(TypeError, match=message):
+        await (r.aprocess(body, signature) if run_async else _now(r.process, body, signature))
+
+
+async def _now(function: Any, *args: Any) -> Any:
+    return function(*args)
