@@ -18,10 +18,10 @@ Mount it with :mod:`service_webhooks.adapters.asgi`, ``.flask`` or ``.django``.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    __version__: str
     from ._credentials import (
         Secret,
         SecretResolver,
@@ -99,11 +99,6 @@ if TYPE_CHECKING:
         SQLiteStore,
         SyncStore,
     )
-
-try:
-    __version__ = version("service-webhooks")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 # Public name -> the module defining it. Loaded on first use (PEP 562), so importing
 # the package (or its pytest plugin) stays cheap and imports no optional dependency.
@@ -225,7 +220,22 @@ __all__ = [
 ]
 
 
+def _version() -> str:
+    """The installed distribution's version, read on first use: ``importlib.metadata``
+    costs tens of milliseconds to import, more than the rest of the package."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("service-webhooks")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -50,6 +50,26 @@ def test_importing_the_package_imports_no_submodule_until_used() -> None:
     )
 
 
+def test_the_version_is_read_from_the_metadata_on_first_use_only() -> None:
+    """``importlib.metadata`` took most of ``import service_webhooks`` (tens of ms):
+    it is imported when ``__version__`` is first read, not before."""
+    code = (
+        "import sys\n"
+        "for name in [m for m in sys.modules if m.startswith('importlib.metadata')]:\n"
+        "    del sys.modules[name]\n"
+        "import service_webhooks\n"
+        "print('importlib.metadata' in sys.modules)\n"
+        "print(service_webhooks.__version__)\n"
+        "print('importlib.metadata' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    from importlib.metadata import version
+
+    assert result.stdout.split() == ["False", version("service-webhooks"), "True"]
+
+
 def test_importing_the_core_loads_no_web_framework() -> None:
     code = (
         "import sys, service_webhooks, service_webhooks._receiver;"
