@@ -203,11 +203,15 @@ def _parse_json(text: str) -> Any:
 async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str, str]:
     """POST within :data:`DEADLINE`; returns ``(status, reason phrase, body excerpt)``.
 
+    A status received within the deadline is the answer even when its body is still
+    coming at the deadline (the excerpt then holds what arrived), as for the service.
+
     Raises:
         httpx.HTTPError: Not transmitted, or no complete answer (the overall
             deadline is raised as :class:`httpx.TimeoutException`).
     """
     received = bytearray()
+    answered: list[httpx.Response] = []  # once the status line and headers arrived
     async with httpx.AsyncClient(
         timeout=DEADLINE, follow_redirects=False, trust_env=False
     ) as client:
@@ -216,6 +220,7 @@ async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, st
                 asyncio.timeout(DEADLINE),
                 client.stream("POST", url, content=body, headers=headers) as response,
             ):
+                answered.append(response)
                 # Only the status counts (spec §6.1): read at most _READ_LIMIT bytes of
                 # the body, as the delivery emulator does, never wait for the rest.
                 try:
@@ -226,7 +231,10 @@ async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, st
                 except httpx.HTTPError:
                     pass  # the status arrived; only the excerpt is incomplete
         except TimeoutError as error:
-            raise httpx.TimeoutException(f"no complete answer within {DEADLINE:g} s") from error
+            if not answered:  # a status in time is the answer, however late its body
+                message = f"no complete answer within {DEADLINE:g} s"
+                raise httpx.TimeoutException(message) from error
+    response = answered[0]
     text = bytes(received[:_READ_LIMIT]).decode(response.encoding or "utf-8", "replace")
     excerpt = text[:_SHOWN_RESPONSE].strip()
     return response.status_code, response.reason_phrase, excerpt

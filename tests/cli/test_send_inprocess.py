@@ -324,3 +324,21 @@ def test_only_the_status_counts_not_the_rest_of_the_body(
     lines = result.output.splitlines()
     assert lines[1] == "HTTP 200 OK: success"
     assert lines[2] == "response: " + "z" * 200
+
+
+def test_a_status_in_time_is_the_answer_even_if_its_body_is_late(
+    transport: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the status counts (spec §6.1): a 200 whose body stalls past the deadline
+    is a success with the part that arrived, not a timeout."""
+    monkeypatch.setattr(send_module, "DEADLINE", 0.2)
+
+    async def stalls() -> Any:
+        yield b"partly "
+        await asyncio.sleep(30)
+        yield b"never"
+
+    transport(lambda request: httpx.Response(200, content=stalls()))
+    result = run(*event_args())
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == ["HTTP 200 OK: success", "response: partly"]
