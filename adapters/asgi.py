@@ -21,9 +21,12 @@ would fail every delivery. For the same reason use routes, not ``Mount("/webhook
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service_webhooks import Outcome, WebhookReceiver
+
+if TYPE_CHECKING:  # Starlette is needed by webhook_routes only, imported when called
+    from starlette.routing import Route
 
 __all__ = [
     "ASGIApp",
@@ -101,7 +104,7 @@ class WebhookMiddleware:
             await self.app(scope, receive, send)
 
 
-def webhook_routes(receiver: WebhookReceiver, path: str = "/webhooks") -> list[Any]:
+def webhook_routes(receiver: WebhookReceiver, path: str = "/webhooks") -> list[Route]:
     """Starlette routes answering deliveries on ``path`` and ``path + "/"``.
 
     Every method reaches the receiver (which answers 405 itself) and neither spelling

@@ -45,7 +45,7 @@ from werkzeug.wsgi import get_input_stream
 
 from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver
 
-from ._wsgi import environ_headers
+from ._wsgi import body_reader, environ_headers
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
@@ -193,7 +193,7 @@ def _blueprint(receiver_of: Callable[[Flask], WebhookReceiver], url: str, name: 
             outcome = receiver_of(app).handle(
                 environ.get("REQUEST_METHOD", ""),  # as sent: request.method is upper-cased
                 environ_headers(environ),  # not request.headers: see adapters/_wsgi.py
-                get_input_stream(environ).read,
+                body_reader(get_input_stream(environ).read),  # a broken body: 4xx, not 500
                 max_body_size=request.max_content_length,  # Flask's cap, when smaller
             )
             return app.response_class(

@@ -38,7 +38,8 @@ def header(body: bytes = BODY, *, secret: str = KEY, org: str = "o-1", t: int = 
         "o:a,t:1,o:b",
         "o:a,t:1,x:1",
         "O:a,t:1,v:x",
-        " o:a,t:1,v:x",
+        "o:a, t:1,v:x",  # whitespace inside the value is part of it
+        "o:a,t:1 ,v:x",
         "o,t:1,v:x",
         "o:,t:1,v:x",
         "o:a,t:,v:x",
@@ -67,6 +68,17 @@ def test_pairs_split_at_their_first_colon_and_keep_t_as_sent() -> None:
     assert parsed.timestamp_text == "001763700000"
     assert parsed.signature == "abc="
     assert parsed.signed_suffix() == b":org:with:colons:001763700000"
+
+
+@pytest.mark.parametrize("around", [(" ", ""), ("", " "), ("\t ", " \t"), ("", "\t")])
+def test_whitespace_around_the_value_is_not_part_of_it(around: tuple[str, str]) -> None:
+    """RFC 9110 §5.5: h11 and the WSGI servers drop it, uvicorn on httptools keeps
+    what follows the value; a correct signature must verify either way."""
+    value = header()
+    spaced = around[0] + value + around[1]
+    assert parse_signature_header(spaced) == parse_signature_header(value)
+    assert parse_signature_header(spaced.encode()) == parse_signature_header(value)
+    assert verify(BODY, spaced, [Secret(KEY)], now=NOW).organization_id == "o-1"
 
 
 def test_header_bytes_and_str_parse_alike() -> None:

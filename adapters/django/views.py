@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 
 from service_webhooks import Outcome, WebhookReceiver
 
-from .._wsgi import environ_headers
+from .._wsgi import body_reader, environ_headers
 from .conf import get_config
 from .conf import receiver as project_receiver
 
@@ -50,7 +50,8 @@ def webhook_view(
 
     def deliver(request: HttpRequest) -> HttpResponse:
         method, headers = _request_line(request)
-        return _respond(target.handle(method, headers, _stream(request).read))
+        read = body_reader(_stream(request).read)  # a broken chunked body: 4xx, not 500
+        return _respond(target.handle(method, headers, read))
 
     async def adeliver(request: HttpRequest) -> HttpResponse:
         method, headers = _request_line(request)

@@ -152,3 +152,22 @@ def test_success_body_false_answers_200_with_an_empty_body_under_uvicorn(
     finally:
         server.process.terminate()
         server.process.wait(10)
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+def test_whitespace_around_the_signature_value_is_not_part_of_it(
+    kit: ModuleType, serve: Any, tmp_path: Path, http: str
+) -> None:
+    """Optional whitespace is not part of a field value (RFC 9110 §5.5). uvicorn on h11
+    drops it; on httptools (uvicorn[standard]) it keeps what follows the value, which
+    must not turn a correctly signed delivery into a 401 (not retried: a lost event)."""
+    server = serve("middleware", tmp_path, "--http", http)
+    try:
+        body = note()
+        head = kit.signed_head("POST", "/webhooks", body, f"{kit.signed(body)} \t")
+        answer = kit.raw_request(server.port, head, body)
+        assert (answer.status, answer.reason) == (200, "processed")
+        assert len(calls(server)) == 1
+    finally:
+        server.process.terminate()
+        server.process.wait(10)

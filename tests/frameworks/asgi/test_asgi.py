@@ -196,3 +196,18 @@ def test_concurrent_duplicates_in_process_run_the_handler_once(secret: str, sign
     assert calls == [1]
     assert statuses.count(200) >= 1
     assert set(statuses) <= {200, 503}
+
+
+def test_webhook_routes_is_typed_as_starlette_routes(receiver: WebhookReceiver) -> None:
+    """``webhook_routes`` is annotated ``list[Route]``, not ``list[Any]``: type checkers
+    see what ``Starlette(routes=...)`` and FastAPI's ``router.routes`` take."""
+    import typing
+
+    from service_webhooks.adapters import asgi
+
+    assert typing.get_type_hints(asgi.webhook_routes, vars(asgi) | {"Route": Route}) == {
+        "receiver": WebhookReceiver,
+        "path": str,
+        "return": list[Route],
+    }
+    assert all(type(route) is Route for route in asgi.webhook_routes(receiver))
