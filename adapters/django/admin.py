@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -74,9 +75,16 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def replay(self, request: HttpRequest, queryset: QuerySet[ReceivedDeliveryRecord]) -> None:
         from .conf import receiver
 
+        # Under ASGI this runs in the request's thread-sensitive executor thread, where the
+        # sync replay() would run an async handler in a loop of its own: the handler's
+        # sync_to_async calls (Django's async ORM) would queue onto this busy thread and
+        # hang. areplay() through async_to_sync runs on the server's loop and lends this
+        # thread to them, as the async view does for deliveries.
+        asgi = getattr(request, "scope", None) is not None
+        replay = async_to_sync(receiver.areplay) if asgi else receiver.replay
         for record_id in queryset.order_by("received_at", "id").values_list("id", flat=True):
             try:
-                outcome = receiver.replay(record_id)
+                outcome = replay(record_id)
             except Exception as error:
                 text = f"Delivery {record_id}: not replayed ({type(error).__name__})"
                 self.message_user(request, text, messages.ERROR)

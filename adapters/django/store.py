@@ -140,3 +140,9 @@ class TransactionalReceiver(WebhookReceiver):
         return await sync_to_async(self.process)(
             body, signature, method=method, content_type=content_type, user_agent=user_agent
         )
+
+    async def areplay(self, delivery_id: str, *, force: bool = False) -> Outcome:
+        """:meth:`replay` in Django's thread-sensitive executor, as :meth:`aprocess`: the
+        unit of work (``transaction.atomic``) cannot be entered in an event loop (Django
+        raises ``SynchronousOnlyOperation``), so a replay from the dashboard would fail."""
+        return await sync_to_async(self.replay)(delivery_id, force=force)

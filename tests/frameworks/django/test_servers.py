@@ -229,6 +229,19 @@ def test_two_signature_lines_are_refused_under_uvicorn(
     assert (answer.status, answer.reason) == (401, "format")
 
 
+@pytest.mark.e2e
+def test_whitespace_around_the_signature_value_is_not_part_of_it_under_uvicorn(
+    kit: ModuleType, asgi: Any
+) -> None:
+    """RFC 9110 §5.5: uvicorn on httptools keeps the whitespace after a value; a correctly
+    signed delivery must not become a 401 (not retried: a lost event) because of it."""
+    for path in ("/webhooks/", "/async/webhooks/"):
+        body = kit.envelope()
+        head = kit.contract.signed_head("POST", path, body, f"{kit.signed(body)} \t")
+        answer = kit.contract.raw_request(asgi.port, head, body)
+        assert (answer.status, answer.reason) == (200, "processed"), path
+
+
 # -- gunicorn: repeated lines with the hook; a slow client under the recommended set-up ---
 
 
@@ -318,3 +331,33 @@ def test_answers_carry_their_length_without_common_middleware(
             assert answer.headers["content-length"] == str(len(answer.body))
     finally:
         kit.stop_server(running)
+
+
+def _broken_chunked(body: bytes, breakage: str) -> bytes:
+    """``body`` chunked, then broken as a client may break it."""
+    if breakage == "bad-chunk-size":
+        return b"zz\r\n" + body + b"\r\n0\r\n\r\n"
+    if breakage == "missing-terminator":
+        return b"%x\r\n" % len(body) + body + b"XX0\r\n\r\n"
+    return b"%x\r\n" % len(body) + body[: len(body) // 2]  # cut short, then closed
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("breakage", ["bad-chunk-size", "missing-terminator", "cut-short"])
+def test_a_broken_chunked_body_is_refused_not_a_500_under_gunicorn(
+    kit: ModuleType, recommended: Any, breakage: str
+) -> None:
+    """gunicorn raises from ``wsgi.input.read`` for such a body; the view takes that as
+    the end of the body, so the core refuses it (docs/security.md: no input makes the
+    receiver answer 500, which the service would retry)."""
+    body = kit.envelope()
+    head = [*kit.contract.signed_head("POST", "/webhooks", body), "Transfer-Encoding: chunked"]
+    sock = kit.contract.raw_open(recommended.port, head, _broken_chunked(body, breakage))
+    try:
+        if breakage == "cut-short":
+            sock.shutdown(socket.SHUT_WR)
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.status, answer.reason) == (401, "signature")
+    assert "Traceback" not in recommended.log.read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from ...store import DjangoStore
 
@@ -14,10 +14,18 @@ class Command(BaseCommand):
     help = "Delete idempotency records past their lease or retention."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--database", default="default", help="database alias")
+        parser.add_argument("--database", help="database alias (default: the STORE's)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["database"] not in connections.settings:
-            raise CommandError(f"no database {options['database']!r} in settings.DATABASES")
-        deleted = DjangoStore(using=options["database"]).prune()
+        from ...conf import receiver
+
+        store = receiver.store  # by default where the project receiver keeps its records
+        default = store.using if isinstance(store, DjangoStore) else "default"
+        using = options["database"] or default
+        if using not in connections.settings:
+            raise CommandError(f"no database {using!r} in settings.DATABASES")
+        try:
+            deleted = DjangoStore(using=using).prune()
+        except DatabaseError as error:  # no table (not migrated there), server down
+            raise CommandError(f"cannot prune in database {using!r}: {error}") from error
         self.stdout.write(f"Deleted {deleted} expired webhook idempotency record(s).")
