@@ -14,6 +14,9 @@ synchronised clocks:
 * ``claim``: ``INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now()
   OR (state = 'in_flight' AND token = <the caller's>)`` (the second arm is a lease
   renewal); a row is returned only when the caller got or renewed the claim.
+  Otherwise the key's state is read ``FOR SHARE``: a locking read answers the row as
+  last committed (a completion that committed while the claim waited on its row lock
+  answers ``DONE``), not as the statement's snapshot saw it (``IN_FLIGHT``).
 * ``complete``: the same upsert to ``'done'``, ``WHERE`` the claim is the caller's or
   has expired.
 * ``release``: ``DELETE`` the caller's in-flight row.
@@ -92,11 +95,14 @@ WITH claimed AS (
         SET state = 'in_flight', token = excluded.token, expires_at = excluded.expires_at
         WHERE t.expires_at <= now() OR (t.state = 'in_flight' AND t.token = excluded.token)
     RETURNING 'new'::text AS state
+), held AS (
+    SELECT state FROM {table} WHERE key = %(key)s AND expires_at > now()
+        AND NOT EXISTS (SELECT FROM claimed)
+    FOR SHARE
 )
 SELECT state FROM claimed
 UNION ALL
-SELECT state FROM {table} WHERE key = %(key)s AND expires_at > now()
-    AND NOT EXISTS (SELECT FROM claimed)
+SELECT state FROM held
 LIMIT 1"""
 _COMPLETE = """
 INSERT INTO {table} AS t (key, state, token, expires_at)
