@@ -24,9 +24,10 @@ answers 503 (the claim is released, so the service's retry enqueues again): neve
 With RabbitMQ, set ``broker_transport_options={"confirm_publish": True}`` so
 "accepted" means confirmed by the broker; Redis accepts synchronously.
 
-Celery itself delivers at least once (a worker lost with ``acks_late`` or a Redis
-visibility timeout re-delivers). Pass ``store=`` to also deduplicate on the worker:
-each task then claims ``"task:" + idempotency key`` before running the handlers.
+Celery itself delivers at least once (the task acks late and requeues its message
+when its worker is lost, by default; a Redis visibility timeout re-delivers too).
+Pass ``store=`` to also deduplicate on the worker: each task then claims
+``"task:" + idempotency key`` before running the handlers.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ class CeleryHandoff:
         retry_policy: Kombu publish retry policy; the default gives up within about
             half a second so the answer stays far inside the 10 s deadline.
         task_options: More options for the task, as ``@app.task(...)`` takes them.
+            By default the task acknowledges late and rejects (requeues) its message
+            when its worker is lost (``acks_late=True, reject_on_worker_lost=True``),
+            so a worker killed mid-task does not lose the event; set them to ``False``
+            here for at-most-once. Keep a Redis broker's ``visibility_timeout`` above
+            ``lease``.
             A handler that raises in the worker is not run again unless they say so
             (the delivery was already answered 200, so the service does not retry
             it), e.g. ``{"autoretry_for": (Exception,), "max_retries": 5,
@@ -117,7 +123,10 @@ class CeleryHandoff:
             raise ConfigurationError("CeleryHandoff needs a celery.Celery application")
         require_positive_seconds("lease", lease)
         require_positive_seconds("retention", retention)
-        options = dict(task_options or {})
+        # A message is acknowledged once its task has run, and a worker lost mid-task
+        # (killed, out of memory) puts it back on the queue: the delivery was already
+        # answered 200, so this queue is its only copy (the claim keeps a re-run once).
+        options = {"acks_late": True, "reject_on_worker_lost": True, **(task_options or {})}
         if {"name", "ignore_result"} & options.keys():
             raise ConfigurationError("task_options cannot set name or ignore_result")
         self.app = app

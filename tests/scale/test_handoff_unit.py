@@ -274,3 +274,14 @@ def test_in_a_worker_a_broker_refusing_the_copy_raises_handoff_error(free_port: 
             handoff.run(*args)
     finally:
         handoff.task.pop_request()
+
+
+def test_the_task_acks_late_and_requeues_when_its_worker_is_lost_unless_told_otherwise() -> None:
+    """The delivery is answered 200 once queued: a worker killed mid-task (prefork's
+    child, out of memory) must put the message back, not acknowledge it (Celery's
+    defaults lose it: early ack, or late ack with WorkerLostError)."""
+    task = CeleryHandoff(eager_app("defaults")).task
+    assert (task.acks_late, task.reject_on_worker_lost) == (True, True)
+    options = {"acks_late": False, "reject_on_worker_lost": False}
+    task = CeleryHandoff(eager_app("at-most-once"), task_options=options).task
+    assert (task.acks_late, task.reject_on_worker_lost) == (False, False)
