@@ -14,11 +14,13 @@ any other status                       permanent failure              1
 no answer within 10 s, not transmitted temporary failure              1
 =====================================  =============================  =========
 
-Like the service (spec §3.3), it refuses reserved destinations: a host that resolves to
-a loopback, private, link-local or otherwise reserved address is not contacted (the
-same classification as the delivery emulator, :mod:`service_webhooks.delivery.addresses`)
-and the command exits 1, unless ``--allow-private-destinations`` is given to reach a
-receiver on this machine or network.
+The attempt is the delivery emulator's own (:class:`~service_webhooks.delivery.Sender`),
+so every rule is the same: like the service (spec §3.3), it refuses reserved
+destinations (a host that resolves to a loopback, private, link-local or otherwise
+reserved address is not contacted, and the request goes to the address that was
+checked), unless ``--allow-private-destinations`` is given to reach a receiver on this
+machine or network; a 1xx with no final response is a permanent failure; a status
+received in time is the answer however late its body.
 
 The body is either an envelope built from ``--event``/``--version``/``--data`` (compact
 JSON, so sending the same arguments twice sends the same bytes: a duplicate), or the
@@ -28,22 +30,14 @@ bytes of ``--body-file`` exactly as they are.
 from __future__ import annotations
 
 import asyncio
+import http
 from typing import IO, Any
 
 import click
 import httpx
 
 from service_webhooks import ConfigurationError, SignatureFormatError
-from service_webhooks.delivery import (
-    Failure,
-    ReservedAddressError,
-    Result,
-    SystemResolver,
-    UnresolvableHostError,
-    check_addresses,
-    classify_failure,
-    classify_status,
-)
+from service_webhooks.delivery import AttemptResult, Failure, Result, Sender
 from service_webhooks.delivery.endpoint import check_url
 from service_webhooks.stores import redact_url
 from service_webhooks.testing.signer import Signer
@@ -63,6 +57,7 @@ _HINT = (
 
 _SHOWN_RESPONSE = 200  # characters of the response body echoed for information
 _READ_LIMIT = 1024  # bytes of the response body read at most (the emulator's snippet_size)
+USER_AGENT = "service-webhooks-send"
 
 _LABELS = {
     Result.SUCCESS: "success",
@@ -134,7 +129,6 @@ def send(
             if event_name is not None or data is not None:
                 raise click.UsageError("give either --body-file or --event/--data, not both")
             body = body_file.read()
-            headers = signer.headers(body, timestamp=timestamp)
         else:
             if event_name is None or data is None:
                 raise click.UsageError("give --event NAME and --data JSON, or --body-file FILE")
@@ -144,51 +138,55 @@ def send(
                     "body with --body-file",
                     param_hint="--event",
                 )
-            body, headers = signer.delivery(
+            body, _ = signer.delivery(
                 event_name, _parse_json(data), version=event_version, timestamp=timestamp
             )
     except SignatureFormatError as error:
         raise click.BadParameter(str(error), param_hint="--org") from error
-    headers["User-Agent"] = "service-webhooks-send"
-
     what = f"{event_name} v{event_version}" if event_name is not None else "body file"
     click.echo(f"POST {redact_url(url)}  {what}  org {org}  ({len(body)} bytes)")
-    if not allow_private_destinations:
-        refused = asyncio.run(_reserved(url))
-        if refused is not None:
-            click.echo(f"not sent: {refused}: {_LABELS[Result.PERMANENT_FAILURE]}")
-            click.echo(_HINT, err=True)
-            raise SystemExit(1)
-    try:
-        status, reason, text = asyncio.run(_post(url, body, headers))
-    except httpx.HTTPError as error:
-        result = classify_failure(_failure_of(error))
-        detail = str(error) or type(error).__name__
-        click.echo(f"no response ({type(error).__name__}: {detail}): {_LABELS[result]}")
-        raise SystemExit(1) from None
-    result = classify_status(status)
-    click.echo(f"HTTP {status} {reason}: {_LABELS[result]}".replace("  ", " "))
+    attempt = asyncio.run(
+        _attempt(_sender(allow_private_destinations), url, body, secret, org, timestamp)
+    )
+    click.echo(_answer_line(attempt))
+    if attempt.failure is Failure.RESERVED_ADDRESS:
+        click.echo(_HINT, err=True)
+    text = attempt.response_snippet[:_SHOWN_RESPONSE].strip()
     if text:
         click.echo(f"response: {text}")
-    raise SystemExit(0 if result is Result.SUCCESS else 1)
+    raise SystemExit(0 if attempt.result is Result.SUCCESS else 1)
 
 
-async def _reserved(url: str) -> str | None:
-    """Why the service would refuse ``url``'s host (spec §3.3), or ``None``.
+def _sender(allow_private_destinations: bool) -> Sender:
+    """The delivery emulator's sender, as one attempt of the service makes it."""
+    return Sender(
+        deadline=DEADLINE,
+        allow_private_destinations=allow_private_destinations,
+        snippet_size=_READ_LIMIT,
+        user_agent=USER_AGENT,
+    )
 
-    Every address the host resolves to is checked with the delivery emulator's rules;
-    a host that does not resolve is left to the POST, which reports it.
-    """
-    parsed = httpx.URL(url)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        addresses = await SystemResolver().resolve(parsed.host, port)
-        check_addresses(addresses)
-    except UnresolvableHostError:
-        return None
-    except ReservedAddressError as error:
-        return str(error)
-    return None
+
+async def _attempt(
+    sender: Sender, url: str, body: bytes, secret: str, org: str, timestamp: int | None
+) -> AttemptResult:
+    async with sender:
+        return await sender.send(url, body, secret=secret, organization_id=org, timestamp=timestamp)
+
+
+def _answer_line(attempt: AttemptResult) -> str:
+    """``HTTP 200 OK: success``, ``not sent: …`` or ``no response (…)``, then the class."""
+    label = _LABELS[attempt.result]
+    if attempt.status is not None:
+        try:
+            phrase = http.HTTPStatus(attempt.status).phrase
+        except ValueError:  # a status the standard does not name
+            phrase = ""
+        return f"HTTP {attempt.status} {phrase}".rstrip() + f": {label}"
+    description = attempt.description
+    if description.startswith(("not sent", "no response")):
+        return f"{description}: {label}"
+    return f"no response ({description}): {label}"
 
 
 def _parse_json(text: str) -> Any:
@@ -198,46 +196,6 @@ def _parse_json(text: str) -> Any:
         return strict_loads(text)
     except ValueError as error:
         raise click.BadParameter(f"not valid JSON: {error}", param_hint="--data") from error
-
-
-async def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str, str]:
-    """POST within :data:`DEADLINE`; returns ``(status, reason phrase, body excerpt)``.
-
-    A status received within the deadline is the answer even when its body is still
-    coming at the deadline (the excerpt then holds what arrived), as for the service.
-
-    Raises:
-        httpx.HTTPError: Not transmitted, or no complete answer (the overall
-            deadline is raised as :class:`httpx.TimeoutException`).
-    """
-    received = bytearray()
-    answered: list[httpx.Response] = []  # once the status line and headers arrived
-    async with httpx.AsyncClient(
-        timeout=DEADLINE, follow_redirects=False, trust_env=False
-    ) as client:
-        try:
-            async with (
-                asyncio.timeout(DEADLINE),
-                client.stream("POST", url, content=body, headers=headers) as response,
-            ):
-                answered.append(response)
-                # Only the status counts (spec §6.1): read at most _READ_LIMIT bytes of
-                # the body, as the delivery emulator does, never wait for the rest.
-                try:
-                    async for chunk in response.aiter_bytes():
-                        received += chunk
-                        if len(received) >= _READ_LIMIT:
-                            break
-                except httpx.HTTPError:
-                    pass  # the status arrived; only the excerpt is incomplete
-        except TimeoutError as error:
-            if not answered:  # a status in time is the answer, however late its body
-                message = f"no complete answer within {DEADLINE:g} s"
-                raise httpx.TimeoutException(message) from error
-    response = answered[0]
-    text = bytes(received[:_READ_LIMIT]).decode(response.encoding or "utf-8", "replace")
-    excerpt = text[:_SHOWN_RESPONSE].strip()
-    return response.status_code, response.reason_phrase, excerpt
 
 
 def _check_url(url: str) -> None:
@@ -251,13 +209,3 @@ def _check_url(url: str) -> None:
         httpx.URL(url)
     except httpx.InvalidURL as error:
         raise click.BadParameter(str(error), param_hint="URL") from error
-
-
-def _failure_of(error: httpx.HTTPError) -> Failure:
-    if isinstance(error, httpx.TimeoutException):
-        return Failure.TIMEOUT
-    if isinstance(error, httpx.ConnectError):
-        return Failure.REFUSED
-    if isinstance(error, httpx.ProtocolError):
-        return Failure.PROTOCOL
-    return Failure.TRANSPORT

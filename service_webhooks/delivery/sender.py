@@ -264,6 +264,7 @@ class Sender:
         max_connections: Size of each connection pool.
         linger_limit: Real seconds a lingering attempt (``send(linger=True)``) may
             stay open before it is closed (default 60).
+        user_agent: The ``User-Agent`` of every request (default :data:`USER_AGENT`).
 
     Raises:
         ConfigurationError: ``deadline`` is not positive.
@@ -280,6 +281,7 @@ class Sender:
         snippet_size: int = 1024,
         max_connections: int = 100,
         linger_limit: float = 60.0,
+        user_agent: str = USER_AGENT,
     ) -> None:
         from .._exceptions import ConfigurationError
 
@@ -288,6 +290,7 @@ class Sender:
         self.deadline = float(deadline)
         self.allow_private_destinations = allow_private_destinations
         self.snippet_size = snippet_size
+        self.user_agent = user_agent
         self.linger_limit = max(float(linger_limit), self.deadline)
         self._lingering: set[asyncio.Future[None]] = set()
         self._resolver: Resolver = resolver or SystemResolver()
@@ -374,7 +377,7 @@ class Sender:
         headers = {
             "Content-Type": CONTENT_TYPE,
             SIGNATURE_HEADER: sign(body, secret, organization_id, timestamp=t),
-            "User-Agent": USER_AGENT,
+            "User-Agent": self.user_agent,
         }
         progress = _Progress()
         exchange = asyncio.ensure_future(self._exchange(url, body, headers, progress, linger))

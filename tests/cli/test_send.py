@@ -216,7 +216,7 @@ def test_connection_refused_is_a_temporary_failure(free_port: int) -> None:
     )  # fmt: skip
     assert result.exit_code == 1
     last = result.output.splitlines()[-1]
-    assert last.startswith("no response (ConnectError")
+    assert last.startswith("no response (connection refused)")
     assert last.endswith(": temporary failure (the service would retry)")
 
 
@@ -232,7 +232,7 @@ def test_deadline_is_a_temporary_failure(
     assert time.monotonic() - started < 1.2
     assert result.exit_code == 1
     last = result.output.splitlines()[-1]
-    assert last.startswith(("no response (ReadTimeout", "no response (TimeoutException"))
+    assert last.startswith(("no response (timeout", "no response within"))
     assert last.endswith(": temporary failure (the service would retry)")
 
 

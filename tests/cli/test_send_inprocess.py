@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from service_webhooks import SIGNATURE_HEADER, Secret, SignatureMismatchError, verify
 from service_webhooks.cli import main
+from service_webhooks.delivery import Sender, StaticResolver
 
 send_module = importlib.import_module("service_webhooks.cli.send")  # not the command
 
@@ -32,29 +33,43 @@ PERMANENT = "permanent failure (the service would not retry)"
 Handler = Callable[[httpx.Request], Any]
 
 
+PUBLIC_IP = "93.184.216.34"  # where every host resolves here: not a reserved address
+
+
 @pytest.fixture
 def transport(monkeypatch: pytest.MonkeyPatch) -> Callable[[Handler], list[httpx.Request]]:
-    """``transport(handler)``: the command's client answers with ``handler``; returns the
-    list the requests it receives are appended to."""
+    """``transport(handler)``: the command's sender answers with ``handler`` (every host
+    resolving to :data:`PUBLIC_IP`); returns the list its requests are appended to."""
 
     def install(handler: Handler) -> list[httpx.Request]:
         requests: list[httpx.Request] = []
-        real_client = httpx.AsyncClient
 
         async def recording(request: httpx.Request) -> Any:
             requests.append(request)
             answer = handler(request)
             return await answer if asyncio.iscoroutine(answer) else answer
 
-        def client(**options: Any) -> httpx.AsyncClient:
-            assert options == {"timeout": send_module.DEADLINE, "follow_redirects": False,
-                               "trust_env": False}  # fmt: skip
-            return real_client(transport=httpx.MockTransport(recording), **options)
+        def sender(allow_private_destinations: bool) -> Sender:
+            return Sender(
+                deadline=send_module.DEADLINE,
+                allow_private_destinations=allow_private_destinations,
+                snippet_size=send_module._READ_LIMIT,
+                user_agent=send_module.USER_AGENT,
+                transport=httpx.MockTransport(recording),
+                resolver=StaticResolver(default=[PUBLIC_IP]),
+            )
 
-        monkeypatch.setattr(httpx, "AsyncClient", client)
+        monkeypatch.setattr(send_module, "_sender", sender)
         return requests
 
     return install
+
+
+def test_the_command_sends_as_one_attempt_of_the_service() -> None:
+    sender = send_module._sender(False)
+    assert (sender.deadline, sender.allow_private_destinations) == (10.0, False)
+    assert (sender.snippet_size, sender.user_agent) == (1024, "service-webhooks-send")
+    asyncio.run(sender.__aexit__(None, None, None))
 
 
 def run(*args: str) -> Any:
@@ -91,7 +106,7 @@ def test_success_prints_status_and_response_excerpt(transport: Any) -> None:
         (202, "HTTP 202 Accepted: success", 0),
         (307, f"HTTP 307 Temporary Redirect: {TEMPORARY}", 1),
         (400, f"HTTP 400 Bad Request: {PERMANENT}", 1),
-        (599, f"HTTP 599 : {TEMPORARY}", 1),  # no reason phrase: no double space
+        (599, f"HTTP 599: {TEMPORARY}", 1),  # no reason phrase: no space before the colon
     ],
 )
 def test_status_without_body(transport: Any, status: int, line: str, exit_code: int) -> None:
@@ -104,14 +119,17 @@ def test_status_without_body(transport: Any, status: int, line: str, exit_code: 
 @pytest.mark.parametrize(
     ("error", "line"),
     [
-        (httpx.ConnectError("refused here"), "no response (ConnectError: refused here)"),
-        (httpx.ReadTimeout("slow"), "no response (ReadTimeout: slow)"),
+        (httpx.ConnectError("refused here"), "no response (connection refused)"),
+        (httpx.ReadTimeout("slow"), "no response (timeout: slow)"),
         (
             httpx.RemoteProtocolError("garbage"),
-            "no response (RemoteProtocolError: garbage)",
+            "no response (protocol error (HTTP/HTTPS mismatch?): garbage)",
         ),
-        (httpx.ReadError(""), "no response (ReadError: ReadError)"),  # empty message
-        (httpx.UnsupportedProtocol("nope"), "no response (UnsupportedProtocol: nope)"),
+        (httpx.ReadError(""), "no response (transport error: ReadError: ReadError)"),
+        (
+            httpx.UnsupportedProtocol("nope"),
+            "no response (transport error: UnsupportedProtocol: nope)",
+        ),
     ],
 )
 def test_no_answer_is_a_temporary_failure(
@@ -126,22 +144,6 @@ def test_no_answer_is_a_temporary_failure(
     assert result.output.splitlines()[-1] == f"{line}: {TEMPORARY}"
 
 
-@pytest.mark.parametrize(
-    ("error", "failure"),
-    [
-        (httpx.ConnectTimeout("t"), "timeout"),
-        (httpx.ReadTimeout("t"), "timeout"),
-        (httpx.ConnectError("c"), "refused"),
-        (httpx.RemoteProtocolError("p"), "protocol"),
-        (httpx.LocalProtocolError("p"), "protocol"),
-        (httpx.ReadError("r"), "transport"),
-        (httpx.UnsupportedProtocol("u"), "transport"),
-    ],
-)
-def test_failure_kinds(error: httpx.HTTPError, failure: str) -> None:
-    assert send_module._failure_of(error).name.lower() == failure
-
-
 def test_overall_deadline_ends_a_slow_answer(
     transport: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,9 +156,7 @@ def test_overall_deadline_ends_a_slow_answer(
     transport(never)
     result = run(*event_args())
     assert result.exit_code == 1
-    assert result.output.splitlines()[-1] == (
-        f"no response (TimeoutException: no complete answer within 0.05 s): {TEMPORARY}"
-    )
+    assert result.output.splitlines()[-1] == (f"no response within 0.05 s: {TEMPORARY}")
 
 
 def test_body_from_stdin_is_sent_unchanged(transport: Any) -> None:
@@ -266,7 +266,10 @@ def test_https_url_is_accepted(transport: Any) -> None:
         main, ["send", "https://receiver.test/h", "--secret", SECRET, "--org", ORG, *event_args()]
     )
     assert result.exit_code == 0, result.output
-    assert str(requests[0].url) == "https://receiver.test/h"
+    [request] = requests  # sent to the address that was checked, named as given
+    assert (request.url.scheme, request.url.host, request.url.path) == ("https", PUBLIC_IP, "/h")
+    assert request.headers["host"] == "receiver.test"
+    assert request.extensions["sni_hostname"] == "receiver.test"
 
 
 @pytest.mark.parametrize(
@@ -342,3 +345,33 @@ def test_a_status_in_time_is_the_answer_even_if_its_body_is_late(
     result = run(*event_args())
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[1:] == ["HTTP 200 OK: success", "response: partly"]
+
+
+def test_the_host_is_resolved_once_and_the_checked_address_is_the_one_sent_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A name whose second answer is a reserved address (DNS rebinding) cannot slip
+    past the check: the request goes to the address that was checked, or is not sent."""
+    answers = iter([["127.0.0.1"], [PUBLIC_IP]])
+    sent: list[httpx.Request] = []
+
+    class Rebinding:
+        async def resolve(self, host: str, port: int) -> list[str]:
+            return next(answers)
+
+    def sender(allow_private_destinations: bool) -> Sender:
+        return Sender(
+            transport=httpx.MockTransport(
+                lambda request: sent.append(request) or httpx.Response(200)
+            ),
+            resolver=Rebinding(),
+            allow_private_destinations=allow_private_destinations,
+        )
+
+    monkeypatch.setattr(send_module, "_sender", sender)
+    result = run(*event_args())
+    assert result.exit_code == 1
+    answer = result.output.splitlines()[1]
+    assert answer.startswith("not sent: ")
+    assert answer.endswith(PERMANENT)
+    assert sent == []
