@@ -39,7 +39,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from time import perf_counter
 from typing import Any, TypeAlias, TypeVar, cast
@@ -447,6 +447,10 @@ class WebhookReceiver:
         Returns:
             The :class:`~service_webhooks.Outcome` to send. Never raises for anything
             a request can contain.
+
+        Raises:
+            TypeError: ``headers`` is a mapping (a dict keeps one value per name, and
+                iterating it gives names only), not ``(name, value)`` pairs.
         """
         started = perf_counter()
         limit = (
@@ -1059,20 +1063,29 @@ def _scan_headers(
     content_type: str | bytes | None = None
     user_agent: str | bytes | None = None
     slots = _SLOTS
-    for name, value in headers:
-        slot = slots.get(name.lower())
-        if slot is None:
-            continue
-        if slot == _SIGNATURE:
-            signature = value if signature is None else _REPEATED
-        elif slot == _LENGTH:  # ASCII digits only (RFC 9110 §8.6): int() refuses "²"
-            length = int(value) if value.isdigit() and value.isascii() else None
-        elif slot == _TRANSFER_ENCODING:
-            chunked = True
-        elif slot == _CONTENT_TYPE:
-            content_type = value
-        else:
-            user_agent = value
+    try:
+        for name, value in headers:
+            slot = slots.get(name.lower())
+            if slot is None:
+                continue
+            if slot == _SIGNATURE:
+                signature = value if signature is None else _REPEATED
+            elif slot == _LENGTH:  # ASCII digits only (RFC 9110 §8.6): int() refuses "²"
+                length = int(value) if value.isdigit() and value.isascii() else None
+            elif slot == _TRANSFER_ENCODING:
+                chunked = True
+            elif slot == _CONTENT_TYPE:
+                content_type = value
+            else:
+                user_agent = value
+    except (TypeError, ValueError, AttributeError):  # free unless raised
+        if isinstance(headers, Mapping) or hasattr(headers, "raw"):
+            raise TypeError(
+                "headers must be (name, value) pairs, one per header line, not a mapping "
+                f"({type(headers).__name__}); pass the server's list (ASGI scope['headers'], "
+                "Starlette request.headers.raw) or headers.items()"
+            ) from None
+        raise
     return signature, None if chunked else length, content_type, user_agent
 
 

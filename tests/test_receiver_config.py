@@ -3,6 +3,7 @@ them, and a failing ``idempotency_key`` function reported like a handler's refus
 
 from __future__ import annotations
 
+import functools
 import logging
 from contextlib import nullcontext
 from typing import Any
@@ -219,3 +220,30 @@ async def test_arguments_of_the_wrong_type_are_named(
 
 async def _now(function: Any, *args: Any) -> Any:
     return function(*args)
+
+
+MAPPING = r"headers must be \(name, value\) pairs, one per header line, not a mapping \(dict\)"
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["handle", "ahandle"])
+async def test_headers_given_as_a_mapping_are_named(run_async: bool) -> None:
+    """``handle`` takes one ``(name, value)`` pair per header line; a dict used to fail
+    with "too many values to unpack" from inside."""
+    r = receiver()
+    r.on("note.created")(lambda event: None)
+    headers = {"Service-Signature": sign(BODY, SECRET, ORG)}
+    handle = r.ahandle if run_async else functools.partial(_now, r.handle)
+    with pytest.raises(TypeError, match=MAPPING):
+        await handle("POST", headers, _reader(run_async))
+    outcome = await handle("POST", list(headers.items()), _reader(run_async))
+    assert (outcome.status, outcome.reason) == (200, "processed")
+
+
+def _reader(run_async: bool) -> Any:
+    """``read(size)`` over the body: a coroutine function for ``ahandle``."""
+    chunks = iter([BODY, b""])
+
+    async def aread(size: int) -> bytes:
+        return next(chunks)
+
+    return aread if run_async else lambda size: next(chunks)
