@@ -24,7 +24,7 @@ synchronised clocks:
 The table is created on first use: a statement that finds it missing creates it
 (``CREATE TABLE IF NOT EXISTS`` under an advisory lock, so concurrent processes do not
 race) and runs again. Call :meth:`PostgresStore.create_schema` at deployment to fail
-early, or run :data:`SCHEMA_SQL` in your own migrations; when the table is missing and
+early, or run :meth:`PostgresStore.schema_sql` in your own migrations; when the table is missing and
 cannot be created, calls raise :class:`ConfigurationError` naming both fixes. Expired
 rows are deleted by
 :meth:`PostgresStore.prune` (call it from a periodic job) and every ``prune_every``
@@ -123,6 +123,12 @@ _Result = tuple[int, tuple[Any, ...] | None]
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
+def _schema_for(table: str) -> str:
+    """The DDL for ``table`` (checked by :func:`_table`)."""
+    index = '"' + table.split(".")[-1] + '_expires_at"'  # PostgreSQL cuts it at 63
+    return _SCHEMA.format(table=_table(table), index=index).strip()
+
+
 def _table(name: str) -> str:
     """``name`` or ``schema.name`` as quoted SQL identifiers: ``"schema"."name"``.
 
@@ -199,8 +205,7 @@ class PostgresStore:
             raise ConfigurationError("timeout and statement_timeout must be > 0 seconds")
         self.table = table
         quoted = _table(table)
-        index = '"' + table.split(".")[-1] + '_expires_at"'  # PostgreSQL cuts it at 63
-        self._schema = _SCHEMA.format(table=quoted, index=index).encode()
+        self._schema = _schema_for(table).encode()
         self._claim_sql = _CLAIM.format(table=quoted).encode()
         self._complete_sql = _COMPLETE.format(table=quoted).encode()
         positional = re.sub(r"%\((?:key|token|seconds)\)s", "%s", _COMPLETE)
@@ -298,9 +303,18 @@ class PostgresStore:
             f"the idempotency table {self.table!r} does not exist in PostgreSQL"
             f"{self._where()} and could not be created ({type(error).__name__}: {reason}); "
             "create it once with PostgresStore.create_schema() or by running "
-            "service_webhooks.stores._postgres.SCHEMA_SQL (adjusted to the table name) "
-            "as a role allowed to CREATE in its schema"
+            f"PostgresStore.schema_sql({self.table!r}) as a role allowed to CREATE in "
+            "its schema"
         )
+
+    @staticmethod
+    def schema_sql(table: str = DEFAULT_TABLE) -> str:
+        """The DDL :meth:`create_schema` runs for ``table``: copy it into your migrations.
+
+        Raises:
+            ConfigurationError: A bad table name.
+        """
+        return _schema_for(table) + ";"
 
     def create_schema(self) -> None:
         """Create the table and its expiry index if missing (idempotent).

@@ -60,6 +60,18 @@ def test_schema_sql_is_the_default_tables_ddl(admin: Admin, schema: str) -> None
     assert row == (0,)
 
 
+def test_schema_sql_gives_the_ddl_for_any_table(admin: Admin, schema: str) -> None:
+    ddl = PostgresStore.schema_sql(f"{schema}.keys")
+    assert f'CREATE TABLE IF NOT EXISTS "{schema}"."keys"' in ddl
+    admin.execute(ddl)  # runs as a migration would
+    admin.execute(ddl)  # and is idempotent
+    store = PostgresStore(URL, table=f"{schema}.keys", prune_every=0)
+    assert store.claim("a", "t", 60) is ClaimState.NEW  # the table it expects
+    store.close()
+    with pytest.raises(ConfigurationError, match=r"table must be 'name' or 'schema\.name'"):
+        PostgresStore.schema_sql("a;b")
+
+
 def test_schema_qualified_table_prune_and_server_clock(admin: Admin, schema: str) -> None:
     store = PostgresStore(URL, table=f"{schema}.keys", prune_every=0)
     store.create_schema()
