@@ -35,6 +35,8 @@ Extension, configured from ``app.config`` (keys in :data:`CONFIG_KEYS`); it also
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -49,6 +51,8 @@ from ._wsgi import body_reader, environ_headers
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
+logger = logging.getLogger("service_webhooks")
+
 EXTENSION_KEY = "service_webhooks"
 """Where :meth:`ServiceWebhooks.init_app` keeps the app's receiver: ``app.extensions[KEY]``."""
 
@@ -58,7 +62,8 @@ CONFIG_KEYS: Mapping[str, str] = {f"SERVICE_WEBHOOKS_{key}": arg for key, arg in
 ``"/webhooks"``) is the rule the blueprint answers on. A string (from the environment)
 for a numeric key is converted to the number, and for ``SUCCESS_BODY`` or ``STRICT``
 ``true/false/1/0/yes/no/on/off`` (any case) to a bool; any other string for those keys is
-a :class:`~service_webhooks.ConfigurationError` naming the key."""
+a :class:`~service_webhooks.ConfigurationError` naming the key. For ``INBOX`` those words
+are ``True``/``False`` too; any other string is an inbox URL."""
 
 
 def webhook_blueprint(
@@ -107,15 +112,32 @@ class ServiceWebhooks:
     def init_app(self, app: Flask) -> None:
         """Build the app's receiver from ``app.config`` and register the view.
 
+        A ``SERVICE_WEBHOOKS_*`` key that is none of :data:`CONFIG_KEYS` (nor ``_URL``),
+        a misspelling such as ``SERVICE_WEBHOOKS_TOLERENCE``, is logged as a warning
+        naming the closest known key: it would otherwise be ignored.
+
         Raises:
-            ConfigurationError: ``SERVICE_WEBHOOKS_SECRETS`` is missing, or a value is
-                out of range (messages never show a secret).
+            ConfigurationError: ``SERVICE_WEBHOOKS_SECRETS`` is missing, a value is out
+                of range (messages never show a secret), or ``SERVICE_WEBHOOKS_URL``
+                does not start with ``/``.
+            RuntimeError: ``init_app`` was already called for this app (by this or
+                another ``ServiceWebhooks``); the app is left as it was.
         """
+        if EXTENSION_KEY in app.extensions:  # before any change to the app
+            raise RuntimeError(
+                f"ServiceWebhooks.init_app was already called for app {app.name!r}: "
+                "one extension per app, initialised once"
+            )
+        _warn_unknown_keys(app.config)
+        url = app.config.get("SERVICE_WEBHOOKS_URL", "/webhooks")
+        if not isinstance(url, str) or not url.startswith("/"):
+            raise ConfigurationError(
+                f"app.config['SERVICE_WEBHOOKS_URL'] must start with '/', not {url!r}"
+            )
         receiver = self.receiver
         if receiver is None:
             receiver = self.receiver_from_config(app.config, router=self.router)
         app.extensions[EXTENSION_KEY] = receiver
-        url = app.config.get("SERVICE_WEBHOOKS_URL", "/webhooks")
         app.register_blueprint(_blueprint(_current_receiver, url, EXTENSION_KEY))
         from .flask_cli import cli  # the inbox commands: their own module
 
@@ -152,6 +174,8 @@ def _parsed(key: str, arg: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
     text = value.strip()
+    if arg == "inbox" and text.lower() in _TRUE | _FALSE:  # an inbox URL is never these
+        return text.lower() in _TRUE
     if arg in _BOOLEANS:
         if text.lower() in _TRUE:
             return True
@@ -172,6 +196,15 @@ def _parsed(key: str, arg: str, value: Any) -> Any:
             f"app.config[{key!r}] must be {expected}, not {value[:40]!r}"
         ) from None
     return value
+
+
+def _warn_unknown_keys(config: Mapping[str, Any]) -> None:
+    known = [*CONFIG_KEYS, "SERVICE_WEBHOOKS_URL"]
+    for key in config:
+        if isinstance(key, str) and key.startswith("SERVICE_WEBHOOKS_") and key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            meant = f"; did you mean {close[0]!r}?" if close else ""
+            logger.warning("app.config[%r] is no service-webhooks setting, ignored%s", key, meant)
 
 
 def _current_receiver(app: Flask) -> WebhookReceiver:
@@ -210,7 +243,17 @@ def _blueprint(receiver_of: Callable[[Flask], WebhookReceiver], url: str, name: 
         prefix = (state.url_prefix or "").rstrip("/")
         endpoint = f"{state.name_prefix}.{state.name}.deliver".lstrip(".")
         for path in (prefix + bare or "/", prefix + bare + "/"):
-            app.url_map.add(Rule(path, endpoint=endpoint, methods=None, merge_slashes=False))
+            # subdomain: the blueprint's (register_blueprint(..., subdomain=)), as
+            # Flask's own rules take it; None is the map's default
+            app.url_map.add(
+                Rule(
+                    path,
+                    endpoint=endpoint,
+                    methods=None,
+                    merge_slashes=False,
+                    subdomain=state.subdomain,
+                )
+            )
         app.view_functions[endpoint] = deliver
 
     blueprint.record(register)

@@ -53,12 +53,15 @@ def parse_since(text: str) -> datetime.datetime:
     """``30m``, ``2h``, ``7d``, ``1w`` ago, or an ISO 8601 time (UTC when naive).
 
     Raises:
-        ValueError: Neither.
+        ValueError: Neither, or a duration reaching back before year 1.
     """
     match = _DURATION.fullmatch(text.strip())
     if match:
         seconds = float(match[1]) * _UNITS[match[2]]
-        return datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+        try:
+            return datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+        except OverflowError:  # before year 1: timedelta or the subtraction overflows
+            raise ValueError(f"--since {text.strip()}: a duration too long to count back") from None
     try:
         moment = datetime.datetime.fromisoformat(text.strip())
     except ValueError:

@@ -187,6 +187,9 @@ def test_list_usage_errors(box: Box) -> None:
     assert "one status class at a time" in result.stderr
     result = run("list", "--store", box.store, "--since", "yesterday", code=2)
     assert "a duration (30m, 2h, 7d) or an ISO 8601 time" in result.stderr
+    for too_long in ("9999999d", "99999999999d"):  # before year 1: was an OverflowError
+        result = run("list", "--store", box.store, "--since", too_long, code=2)
+        assert f"--since {too_long}: a duration too long to count back" in result.stderr
     result = run("list", "--store", box.store, "--limit", "0", code=2)
     assert "--limit" in result.stderr
     result = run("list", "--store", "redis://127.0.0.1:6379/0", code=2)

@@ -195,11 +195,16 @@ def test_the_flask_commands_print_what_the_console_script_prints(tmp_path: Path)
         ["replay", "abc", "--status", "5xx"],
         ["list", "--status", "4xx", "--status", "5xx"],
         ["list", "--since", "yesterday"],
+        ["list", "--since", "99999999999d"],  # OverflowError in timedelta: no traceback
+        ["list", "--since", "9999999d"],  # before year 1
+        ["replay", "--status", "5xx", "--since", "99999999999d", "--dry-run"],
         ["show", "not-hex"],
     ],
 )
 def test_bad_arguments_are_usage_errors(app: App, argv: list[str]) -> None:
-    assert app.run(*argv).exit_code == 2
+    result = app.run(*argv)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 FILTERS = "--status, --event or --organization"

@@ -1,0 +1,136 @@
+"""How the extension and the blueprint fit into a Flask app: ``init_app`` once per app,
+misspelt ``SERVICE_WEBHOOKS_*`` keys, ``SERVICE_WEBHOOKS_INBOX`` from the environment, a
+blueprint's subdomain, and the app-wide hooks docs/flask.md tells users to open
+(CSRF, a login wall)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+import pytest
+from flask import Flask, redirect, request
+
+from service_webhooks import ConfigurationError, WebhookReceiver, sign
+from service_webhooks.adapters.flask import EXTENSION_KEY, ServiceWebhooks, webhook_blueprint
+from service_webhooks.inbox import MemoryInbox
+
+SECRET = "whsec-flask-setup-0123456789abcdef0123456789abcdef"
+
+
+def delivery() -> tuple[bytes, dict[str, str]]:
+    data = {"id": uuid.uuid4().hex, "author": "a@example.com", "text": "hi"}
+    body = json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+    return body, {"Service-Signature": sign(body, SECRET, "o-1")}
+
+
+def configured(name: str = "setup", **config: Any) -> Flask:
+    app = Flask(name)
+    app.config.update(
+        SERVICE_WEBHOOKS_SECRETS=SECRET, SERVICE_WEBHOOKS_STORE="memory", SECRET_KEY="k"
+    )
+    app.config.update(config)
+    return app
+
+
+def test_init_app_twice_is_refused_and_leaves_the_app_as_it_was() -> None:
+    app = configured()
+    ServiceWebhooks().init_app(app)
+    receiver = app.extensions[EXTENSION_KEY]
+    app.config["SERVICE_WEBHOOKS_SECRETS"] = "whsec-another"
+    for extension in (ServiceWebhooks(), ServiceWebhooks(receiver=receiver)):
+        with pytest.raises(RuntimeError, match="already called for app 'setup'"):
+            extension.init_app(app)
+    assert app.extensions[EXTENSION_KEY] is receiver  # not swapped by the failed call
+    body, headers = delivery()
+    assert app.test_client().post("/webhooks", data=body, headers=headers).status_code == 200
+
+
+def test_a_misspelt_key_is_logged_naming_the_closest_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = configured(SERVICE_WEBHOOKS_TOLERENCE=10, SERVICE_WEBHOOKS_STORAGE="memory")
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        ServiceWebhooks(app)
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(
+        "'SERVICE_WEBHOOKS_TOLERENCE'" in m and "did you mean 'SERVICE_WEBHOOKS_TOLERANCE'" in m
+        for m in messages
+    ), messages
+    assert any("'SERVICE_WEBHOOKS_STORAGE'" in m for m in messages), messages
+    assert app.extensions[EXTENSION_KEY].tolerance == 300  # ignored, as the warning says
+
+
+def test_known_keys_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    app = configured(SERVICE_WEBHOOKS_URL="/in", SERVICE_WEBHOOKS_TOLERANCE="60")
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        ServiceWebhooks(app)
+    assert not caplog.records
+
+
+def test_a_url_without_a_leading_slash_names_the_key() -> None:
+    app = configured(SERVICE_WEBHOOKS_URL="webhooks")
+    with pytest.raises(ConfigurationError, match="SERVICE_WEBHOOKS_URL"):
+        ServiceWebhooks(app)
+    assert EXTENSION_KEY not in app.extensions
+
+
+@pytest.mark.parametrize("value", ["false", "OFF", " 0 "])
+def test_inbox_false_from_the_environment_turns_it_off(tmp_path: Any, value: str) -> None:
+    app = configured(
+        SERVICE_WEBHOOKS_STORE=f"sqlite:{tmp_path / 'store.sqlite3'}", SERVICE_WEBHOOKS_INBOX=value
+    )
+    ServiceWebhooks(app)
+    assert app.extensions[EXTENSION_KEY].inbox is None
+
+
+def test_inbox_true_from_the_environment_keeps_it_beside_the_store(tmp_path: Any) -> None:
+    app = configured(
+        SERVICE_WEBHOOKS_STORE=f"sqlite:{tmp_path / 'store.sqlite3'}", SERVICE_WEBHOOKS_INBOX="true"
+    )
+    ServiceWebhooks(app)
+    assert app.extensions[EXTENSION_KEY].inbox is not None
+
+
+def test_the_blueprint_answers_on_its_subdomain_only() -> None:
+    app = Flask("sub", subdomain_matching=True)
+    app.config["SERVER_NAME"] = "example.test"
+    receiver = WebhookReceiver(secrets=SECRET, store="memory", inbox=False)
+    app.register_blueprint(webhook_blueprint(receiver), url_prefix="/hooks", subdomain="api")
+    client = app.test_client()
+    for path in ("/hooks/webhooks", "/hooks/webhooks/"):
+        body, headers = delivery()
+        on_api = client.post(path, data=body, headers=headers, base_url="http://api.example.test")
+        assert (on_api.status_code, on_api.json) == (200, {"status": 200, "reason": "unhandled"})
+        elsewhere = client.post(path, data=body, headers=headers, base_url="http://example.test")
+        assert elsewhere.status_code == 404
+
+
+def test_the_documented_login_wall_exemption_lets_deliveries_through() -> None:
+    app = configured(SERVICE_WEBHOOKS_INBOX=MemoryInbox())
+
+    @app.before_request
+    def require_login() -> Any:
+        if request.blueprint == "service_webhooks":  # as docs/flask.md shows
+            return None
+        return redirect("/login")
+
+    ServiceWebhooks(app)
+    body, headers = delivery()
+    client = app.test_client()
+    assert client.post("/webhooks", data=body, headers=headers).status_code == 200
+    assert client.get("/elsewhere").status_code == 302
+
+
+def test_the_documented_csrf_exemption_lets_deliveries_through() -> None:
+    csrf_module = pytest.importorskip("flask_wtf.csrf")
+    app = configured()
+    csrf = csrf_module.CSRFProtect(app)
+    ServiceWebhooks(app)
+    body, headers = delivery()
+    client = app.test_client()
+    assert client.post("/webhooks", data=body, headers=headers).status_code == 400  # the token
+    csrf.exempt(app.blueprints["service_webhooks"])
+    assert client.post("/webhooks", data=body, headers=headers).status_code == 200
