@@ -170,7 +170,9 @@ def _filter_value(
 ) -> str:
     """Any non-empty string: the enums are open (spec §9), ``known`` lists today's values."""
     if isinstance(value, str) and value:
-        return str(value)  # a StrEnum member becomes its plain value
+        # The plain value of any str subclass: ``str()`` of a ``(str, Enum)`` member
+        # is ``"Cls.MEMBER"``, which would be sent as the filter.
+        return str.__str__(value)
     examples = ", ".join(member.value for member in known)
     raise ParameterError(f"{name} must be a non-empty str (known: {examples}); got {value!r}")
 
@@ -261,11 +263,13 @@ def _body_json(content: bytes) -> Any:
         return None
 
 
-def _detail(body: Any) -> str:
+def _detail(body: Any, secret: str | None) -> str:
     if isinstance(body, Mapping):
         for key in ("message", "error", "detail"):
             value = body.get(key)
             if isinstance(value, str) and value:
+                if secret:  # masked before the cut, so no part of it is left
+                    value = value.replace(secret, "***")
                 return ": " + value[:_ERROR_TEXT_MAX]
     return ""
 
@@ -287,13 +291,17 @@ def request_path(request: httpx.Request) -> str:
     return request.url.raw_path.split(b"?", 1)[0].decode("ascii")
 
 
-def status_error(call: Call, response: httpx.Response, *, now: float) -> APIStatusError | None:
+def status_error(
+    call: Call, response: httpx.Response, *, now: float, secret: str | None = None
+) -> APIStatusError | None:
     """Map a response to ``None`` (2xx) or the matching :class:`APIStatusError`.
 
     Args:
         call: The request the response answers.
         response: A response whose body has been read.
         now: Current Unix time in seconds, for an HTTP-date ``Retry-After``.
+        secret: The API key: masked in the message if the service echoes it (an
+            error body such as ``{"message": "invalid key <key>"}``).
     """
     status = response.status_code
     if 200 <= status <= 299:
@@ -304,7 +312,7 @@ def status_error(call: Call, response: httpx.Response, *, now: float) -> APIStat
     body = _body_json(response.content)
     phrase = response.reason_phrase or "error"
     return cls(
-        f"{status} {phrase}{_detail(body)}",
+        f"{status} {phrase}{_detail(body, secret)}",
         method=call.method,
         path=request_path(response.request),
         status_code=status,
@@ -519,4 +527,4 @@ class ClientCore:
 
     def outcome(self, call: Call, response: httpx.Response) -> APIStatusError | None:
         """``None`` for a 2xx response, else its error (reads the wall clock once)."""
-        return status_error(call, response, now=time.time())
+        return status_error(call, response, now=time.time(), secret=self._api_key)

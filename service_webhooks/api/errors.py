@@ -69,6 +69,13 @@ class APIError(WebhookError):
             return f"{self.message} ({self.method} {self.path})"
         return self.message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The subclasses take keyword-only arguments, which the default
+        # ``Exception.__reduce__`` (``cls(*args)``) cannot pass: rebuild from the
+        # message and restore the attributes, so pickle (multiprocessing, a task
+        # queue) and ``copy`` work for every API error.
+        return (_rebuild, (type(self), self.message), self.__dict__)
+
 
 class ParameterError(APIError, ValueError):
     """An argument is outside what the spec allows; raised before any request is sent.
@@ -183,3 +190,10 @@ class PaginationError(APIError):
     def __init__(self, message: str, *, method: str, path: str, token: str) -> None:
         super().__init__(message, method=method, path=path)
         self.token = token
+
+
+def _rebuild(cls: type[APIError], message: str) -> APIError:
+    """Unpickle an :class:`APIError` (see ``APIError.__reduce__``)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    return error
