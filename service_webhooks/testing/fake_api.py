@@ -248,10 +248,10 @@ def _limit(request: Request, default: int) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _BadRequest(f"limit must be an integer, got {raw!r}") from None
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()):  # int() would take " 5", "+5", "5_0"
+        raise _BadRequest(f"limit must be an integer, got {raw!r}")
+    value = int(raw)
     if not 1 <= value <= 100:
         raise _BadRequest(f"limit must be between 1 and 100, got {value}")
     return value

@@ -444,3 +444,18 @@ def test_the_fakes_own_404_and_405_are_json_like_its_other_errors(
     assert response.status_code == status
     assert response.headers["content-type"] == "application/json"
     assert response.json()["message"]
+
+
+@pytest.mark.parametrize("raw", ["5_0", " 5", "+5", "\u0665", "5.0", "abc", ""])
+async def test_the_fake_refuses_a_limit_that_is_no_integer_text(raw: str) -> None:
+    """The fake reads ``limit`` as ASCII digits, not whatever Python's ``int()``
+    takes (``5_0`` was 50; ``" 5"`` and ``"+5"`` were 5)."""
+    transport = httpx.ASGITransport(FakeAPI(api_key="k"))
+    async with httpx.AsyncClient(transport=transport, base_url="http://fake") as client:
+        response = await client.get(
+            "/settings/recording/v1/privacy/history",
+            params={"limit": raw},
+            headers={"Authorization": "Basic k"},
+        )
+    assert response.status_code == 400
+    assert response.json() == {"message": f"limit must be an integer, got {raw!r}"}

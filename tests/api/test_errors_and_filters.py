@@ -1,5 +1,5 @@
-"""Regressions found by a black-box trial of the client: an echoed key, enum filters,
-pickling of the errors."""
+"""An API key echoed in an error body is masked, ``(str, Enum)`` filters are sent as
+their value, and every API error survives pickle and copy."""
 
 from __future__ import annotations
 
