@@ -95,6 +95,7 @@ from ._signing import (
     check,
     check_tolerance,
     parse_signature_header,
+    require_body_bytes,
 )
 from ._threads import run_in_thread
 from .inbox._base import Inbox
@@ -1146,11 +1147,7 @@ async def _acompletion(completing: Coroutine[Any, Any, bool]) -> None:
 def _check_argument_types(body: object, signature: object) -> None:
     """Raise a :class:`TypeError` naming the argument of ``process``/``aprocess`` that
     has the wrong type, if one has (called once a ``TypeError`` escaped them)."""
-    if not isinstance(body, bytes):
-        raise TypeError(
-            f"body must be bytes, the raw request body as received, not "
-            f"{type(body).__name__} (the signature covers the exact bytes)"
-        )
+    require_body_bytes(body)
     if signature is not None and not isinstance(signature, (str, bytes)):
         raise TypeError(
             "signature must be the Service-Signature header's value (str or bytes) or "

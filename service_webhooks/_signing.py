@@ -221,6 +221,27 @@ def _keyed(key: bytes) -> tuple[Any, Any]:
     return pads
 
 
+def require_body_bytes(body: object) -> None:
+    """Refuse a body that is not ``bytes``, naming its type: the signature covers the
+    exact bytes, so a decoded ``str`` cannot be checked, and hashlib's own message
+    ("Strings must be encoded before hashing") does not say which argument is wrong.
+
+    Raises:
+        TypeError: ``body`` is not ``bytes``.
+    """
+    if isinstance(body, bytes):
+        return
+    if isinstance(body, str):
+        hint = ": pass the raw bytes as received (a body you build: its .encode())"
+    elif isinstance(body, (bytearray, memoryview)):
+        hint = ": pass bytes(body)"
+    else:
+        hint = ""
+    raise TypeError(
+        f"body must be the exact request body as bytes, not {type(body).__name__}{hint}"
+    )
+
+
 def sign(
     body: bytes,
     secret: Secret | SecretLike,
@@ -242,10 +263,12 @@ def sign(
         ``Service-Signature`` header.
 
     Raises:
+        TypeError: ``body`` is not ``bytes``.
         SignatureFormatError: ``organization_id`` is empty, not printable ASCII or
             contains ``,``, or ``timestamp`` is not an ``int``, negative or over 12
             digits: the header could not be parsed back.
     """
+    require_body_bytes(body)
     if not signable_organization(organization_id):
         raise SignatureFormatError("organization_id must be non-empty printable ASCII, without ','")
     t = int(time.time()) if timestamp is None else timestamp
@@ -308,6 +331,7 @@ def verify(
         The parsed header, once the signature and the timestamp both check out.
 
     Raises:
+        TypeError: ``body`` is not ``bytes``.
         ConfigurationError: ``tolerance`` is not a finite number ``>= 0`` (NaN or
             infinity would turn the timestamp check off).
         SignatureFormatError: The header is missing or malformed.
@@ -332,7 +356,11 @@ def verify(
         candidates = secrets(parsed.organization_id)
     if candidates is None:
         raise UnknownOrganizationError("no secret is configured for this organization")
-    check(body, parsed, candidates, tolerance, now)
+    try:
+        check(body, parsed, candidates, tolerance, now)
+    except TypeError:  # free unless raised: name a body of the wrong type
+        require_body_bytes(body)
+        raise
     return parsed
 
 

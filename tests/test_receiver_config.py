@@ -199,9 +199,9 @@ def test_a_key_function_returning_no_str_says_what_it_returned(
 @pytest.mark.parametrize(
     ("body", "signature", "message"),
     [
-        (BODY.decode(), "sig", r"body must be bytes, the raw request body as received, not str"),
-        (None, "sig", r"body must be bytes, .* not NoneType"),
-        (memoryview(BODY), "sig", r"body must be bytes, .* not memoryview"),
+        (BODY.decode(), "sig", r"body must be the exact request body as bytes, not str: pass"),
+        (None, "sig", r"body must be .* as bytes, not NoneType"),
+        (memoryview(BODY), "sig", r"body must be .* as bytes, not memoryview: pass bytes\(body\)"),
         (BODY, {"Service-Signature": "x"}, r"signature must be the Service-Signature header's"),
         (BODY, ["x"], r"signature must be .* not list"),
     ],

@@ -90,6 +90,11 @@ def _django_options(headers: Mapping[str, str]) -> dict[str, Any]:
 
 class _Base:
     def __init__(self, signer: Signer) -> None:
+        if not isinstance(signer, Signer):
+            raise TypeError(
+                f"{type(self).__name__} needs a Signer, not {type(signer).__name__}: "
+                f"{type(self).__name__}(Signer(secret, organization_id=...))"
+            )
         self.signer = signer
 
     def __repr__(self) -> str:
@@ -105,7 +110,12 @@ class _Base:
         signer = self.signer
         if organization_id is not None:
             signer = dataclasses.replace(signer, organization_id=organization_id)
-        return {**signer.headers(body, timestamp=timestamp), **(headers or {})}
+        signed = signer.headers(body, timestamp=timestamp)
+        if headers:  # header names are case-insensitive: an override replaces, never adds
+            overridden = {name.lower() for name in headers}
+            signed = {k: v for k, v in signed.items() if k.lower() not in overridden}
+            signed.update(headers)
+        return signed
 
 
 class Deliverer(_Base):
@@ -139,7 +149,8 @@ class Deliverer(_Base):
             version: The envelope ``version``.
             timestamp: The signed ``t`` in Unix seconds (default: now).
             organization_id: Sign as this ``o`` instead of the signer's.
-            headers: Extra or overriding request headers.
+            headers: Extra or overriding request headers; a name matches the signed
+                headers in any case (``content-type`` replaces ``Content-Type``).
             unique: Add a random top-level ``testDeliveryId`` to the envelope (the
                 default), so that no two calls send the same body: a persistent store
                 never answers ``duplicate`` to a rerun of the test. ``False``: the body
@@ -150,6 +161,7 @@ class Deliverer(_Base):
 
         Raises:
             UnsupportedClientError: ``client`` is not a known sync test client.
+            TypeError: ``data`` is not JSON-encodable.
         """
         body = _body(event_name, data, version, unique)
         return self.post(
@@ -166,7 +178,12 @@ class Deliverer(_Base):
         organization_id: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Any:
-        """Sign raw ``body`` bytes and POST them (a retry of a body, or a malformed one)."""
+        """Sign raw ``body`` bytes and POST them (a retry of a body, or a malformed one).
+
+        Raises:
+            TypeError: ``body`` is not ``bytes`` (encode a ``str`` first).
+            UnsupportedClientError: ``client`` is not a known sync test client.
+        """
         signed = self._sign(body, timestamp, organization_id, headers)
         kind = _framework(client)
         if kind == "httpx":

@@ -13,9 +13,10 @@ test delivery and an emulated one are byte-for-byte alike for the same ``t``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from .._credentials import Secret, SecretLike, check_organization_id
 from .._envelope import CONTENT_TYPE
@@ -54,7 +55,12 @@ class Signer:
 
     def headers(self, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
         """``Content-Type`` and ``Service-Signature`` headers for ``body`` (signed now
-        unless ``timestamp``, Unix seconds, is given)."""
+        unless ``timestamp``, Unix seconds, is given).
+
+        Raises:
+            TypeError: ``body`` is not ``bytes`` (a ``str`` must be encoded first: the
+                signature covers the exact bytes sent).
+        """
         signature = sign(body, self.secret, self.organization_id, timestamp=timestamp)
         return {"Content-Type": CONTENT_TYPE, SIGNATURE_HEADER: signature}
 
@@ -67,7 +73,11 @@ class Signer:
     def sign_body(
         self, body: bytes, *, timestamp: int | None = None
     ) -> tuple[bytes, dict[str, str]]:
-        """``(body, headers)`` for raw ``body`` bytes (a retry, or a malformed body)."""
+        """``(body, headers)`` for raw ``body`` bytes (a retry, or a malformed body).
+
+        Raises:
+            TypeError: ``body`` is not ``bytes``.
+        """
         return body, self.headers(body, timestamp=timestamp)
 
 
@@ -82,9 +92,21 @@ def envelope(
 ) -> bytes:
     """The compact JSON envelope ``{"eventName", "version", "data"}`` (spec §2.7).
 
+    Encoded as the delivery emulator encodes it
+    (:func:`service_webhooks.delivery.encode_envelope`): compact UTF-8 JSON, non-ASCII
+    text as raw UTF-8 bytes (not ``\\u`` escapes), so the same arguments give the same
+    bytes. Unlike it, nothing is checked: an empty ``eventName``, a non-``int``
+    ``version`` or an oversized body are sent as given, to test the receiver's refusals.
+
     ``delivery_id``, when given, is added as the top-level :data:`DELIVERY_ID_FIELD`.
+
+    Raises:
+        TypeError: ``data`` holds a value JSON cannot encode.
     """
     fields: dict[str, Any] = {"eventName": event_name, "version": version, "data": data}
     if delivery_id is not None:
         fields[DELIVERY_ID_FIELD] = delivery_id
-    return json.dumps(fields, separators=(",", ":")).encode()
+    try:
+        return msgspec.json.encode(fields)
+    except (TypeError, msgspec.EncodeError) as error:
+        raise TypeError(f"event data is not JSON-encodable: {error}") from None
