@@ -72,7 +72,11 @@ def django_urls() -> Iterator[Callable[[Any], None]]:
     from django.urls import clear_url_caches, path
 
     if not settings.configured:  # alone; the adapter suite configures its own project
-        settings.configure(SECRET_KEY="test-only", ALLOWED_HOSTS=["testserver"], INSTALLED_APPS=[])
+        settings.configure(  # the adapter app too: a later test may import its models
+            SECRET_KEY="test-only",
+            ALLOWED_HOSTS=["testserver"],
+            INSTALLED_APPS=["service_webhooks.adapters.django"],
+        )
         django.setup()
     urls = types.ModuleType("sw_test_kit_urls")
     overriding: list[Any] = []
