@@ -18,12 +18,18 @@ body not a valid envelope                             400     ``malformed_envelo
 body over the size limit                              413     ``payload_too_large``
 method other than POST                                405     ``method_not_allowed``
 same delivery in flight elsewhere                     503     ``in_flight`` + Retry-After
-idempotency store unreachable                         503     ``store_unavailable``
+idempotency store or inbox unreachable                503     ``store_unavailable`` + R-A
+the ``secrets=`` callable raised                      503     ``secrets_unavailable`` + R-A
+the ``secrets=`` callable returned no valid secret    500     ``configuration``
 a handler raised                                      500     ``handler_failed``
+a handler raised :class:`RetryLater`                  503     ``retry_later`` + R-A
+the Celery broker refused the event (hand-off)        503     ``handoff_failed`` + R-A
 a handler raised :class:`Unprocessable`               422*    ``unprocessable``
+the ``idempotency_key=`` function failed              422     ``unprocessable``
 ====================================================  ======  ===========================
 
-(*) or the 4xx the handler chose. Never 3xx: a redirect is always a bug here.
+(*) or the 4xx the handler chose. Never 3xx: a redirect is always a bug here. Every 503
+carries ``Retry-After: 60`` (R-A), and a 405 carries ``Allow: POST``.
 Every answer carries ``{"status": …, "reason": …}`` as a JSON body, except the 200s of a
 receiver built with ``success_body=False``, which carry none.
 Adapters write an :class:`Outcome` as it is; they never branch on its status.
@@ -82,7 +88,10 @@ class Outcome(msgspec.Struct, frozen=True):
         key = (self.status, self.reason)
         body = _BODIES.get(key)
         if body is None:
-            body = b'{"status":%d,"reason":"%s"}' % (self.status, self.reason.encode("ascii"))
+            if self.reason.isascii() and self.reason.isidentifier():  # every reason of ours
+                body = b'{"status":%d,"reason":"%s"}' % (self.status, self.reason.encode())
+            else:  # a subclass's own reason (a quote, an accent): escaped, still JSON
+                body = msgspec.json.encode({"status": self.status, "reason": self.reason})
             if len(_BODIES) < 256:
                 _BODIES[key] = body
         return body

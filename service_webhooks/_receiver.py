@@ -1072,7 +1072,10 @@ def _scan_headers(
             if slot == _SIGNATURE:
                 signature = value if signature is None else _REPEATED
             elif slot == _LENGTH:  # ASCII digits only (RFC 9110 §8.6): int() refuses "²"
-                length = int(value) if value.isdigit() and value.isascii() else None
+                if value.isdigit() and value.isascii() and len(value) <= _LENGTH_DIGITS:
+                    length = int(value)
+                else:
+                    length = _long_length(value)
             elif slot == _TRANSFER_ENCODING:
                 chunked = True
             elif slot == _CONTENT_TYPE:
@@ -1088,6 +1091,20 @@ def _scan_headers(
             ) from None
         raise
     return signature, None if chunked else length, content_type, user_agent
+
+
+_LENGTH_DIGITS = 18  # a Content-Length this long is read as is: below 2**63
+_HUGE_LENGTH = 10**_LENGTH_DIGITS  # what a longer one stands for: over every body limit
+
+
+def _long_length(value: str | bytes) -> int | None:
+    """A ``Content-Length`` that is not 1-18 ASCII digits: ``None`` when it is no
+    number, else its value, or :data:`_HUGE_LENGTH` past 18 significant digits (so
+    ``int()`` never meets the 4,300 digits it refuses: a 413, not a 500)."""
+    if not (value.isdigit() and value.isascii()):
+        return None
+    digits = value.lstrip(b"0") if isinstance(value, bytes) else value.lstrip("0")
+    return int(digits or 0) if len(digits) <= _LENGTH_DIGITS else _HUGE_LENGTH
 
 
 def _text(value: str | bytes | None) -> str | None:

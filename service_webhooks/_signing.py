@@ -14,11 +14,11 @@ The rule, from spec §5.2:
    An undecodable ``v`` is a mismatch, like a wrong one, and so is a non-canonical one
    (set bits after the last byte: another spelling of the same digest), so that no
    change to ``v`` is ever accepted.
-4. The timestamp is compared in whole seconds, like ``t`` itself: ``abs(floor(now) - t)
-   > tolerance`` is rejected, in both directions (clock skew), and a difference equal to
-   the tolerance is accepted. So ``t = floor(now) ± 300`` is accepted and ``± 301``
-   refused whatever the sub-second part of ``now``. A correct signature does not excuse
-   an old timestamp. The clock is :func:`time.time` looked up at call time, so
+4. ``abs(now - t) > tolerance`` is rejected, in both directions (clock skew), with
+   ``now`` as exact as the clock gives it; a difference equal to the tolerance is
+   accepted (spec §5.2: rejected when "greater than five minutes"). So ``t = now - 300``
+   passes and ``now - 300.5`` does not. A correct signature does not excuse an old
+   timestamp. The clock is :func:`time.time` looked up at call time, so
    ``freezegun`` works; pass ``now`` to pin it.
 
 Everything here is pure: no I/O, no logging.
@@ -321,11 +321,10 @@ def verify(
             when absent.
         secrets: The accepted secrets, newest first, or a resolver that finds them
             from the organization ID ``o``.
-        tolerance: Largest accepted ``abs(floor(now) - t)``, in seconds (default 300):
+        tolerance: Largest accepted ``abs(now - t)``, in seconds (default 300):
             a finite ``int`` or ``float``, ``>= 0``.
-        now: The current Unix time in seconds; defaults to :func:`time.time`. Its
-            sub-second part is dropped before the timestamp check (whole seconds, like
-            ``t``); a secret's stop date is compared with the exact value.
+        now: The current Unix time in seconds (``float``); defaults to
+            :func:`time.time`. Compared exactly with ``t`` and with a secret's stop date.
 
     Returns:
         The parsed header, once the signature and the timestamp both check out.
@@ -337,8 +336,7 @@ def verify(
         SignatureFormatError: The header is missing or malformed.
         UnknownOrganizationError: The resolver knows no secret for ``o``.
         SignatureMismatchError: No active secret yields ``v``.
-        TimestampError: ``t`` is more than ``tolerance`` whole seconds from
-            ``floor(now)``.
+        TimestampError: ``t`` is more than ``tolerance`` seconds from ``now``.
     """
     if type(tolerance) is not int or tolerance < 0:  # the default passes one test
         check_tolerance(tolerance)
@@ -395,8 +393,7 @@ def check(
     Raises:
         SignatureMismatchError: No active secret yields ``v``, or ``v`` is not a
             canonical base64 HMAC-SHA256 digest.
-        TimestampError: ``t`` is more than ``tolerance`` whole seconds from
-            ``floor(now)``.
+        TimestampError: ``t`` is more than ``tolerance`` seconds from ``now``.
     """
     expected = _decode_v(parsed.signature)
     if expected is None:
@@ -409,5 +406,5 @@ def check(
             break
     else:
         raise SignatureMismatchError("no accepted secret produces this signature")
-    if abs(math.floor(now) - parsed.timestamp) > tolerance:  # whole seconds, like t
+    if abs(now - parsed.timestamp) > tolerance:  # spec §5.2: "greater than five minutes"
         raise TimestampError(f"t is more than {tolerance:g} s from the receiver's clock")

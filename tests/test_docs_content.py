@@ -147,3 +147,26 @@ def test_example_delivery_ids_are_prefixes_that_can_be_unambiguous(page: Path) -
     for ids in re.findall(rf"{command}((?: [0-9a-f]{{4,32}}\b)+)", text):
         for example in ids.split():
             assert len(example) > 12, f"{page.name}: example ID {example!r} is time digits only"
+
+
+def test_the_answer_table_has_a_row_for_a_failing_idempotency_key_function() -> None:
+    """The ``idempotency_key=`` function failing is answered 422 ``unprocessable`` (a
+    permanent failure), which no exception class of the error table stands for."""
+    text = (ROOT / "docs/status-codes.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert any("`idempotency_key=`" in row and "| 422 | `unprocessable` |" in row for row in rows)
+
+
+def test_the_outcome_module_table_lists_every_reason_of_the_status_page() -> None:
+    """``service_webhooks._outcome`` says docs/status-codes.md holds the same table."""
+    from service_webhooks import _outcome
+
+    text = (ROOT / "docs/status-codes.md").read_text(encoding="utf-8")
+    start = text.index("## What the receiver answers")
+    section = text[start : text.index("\n## ", start)]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]  # no header
+    reasons = {row.split("|")[3].strip().strip("`") for row in rows}
+    assert {"processed", "signature", "secrets_unavailable", "handoff_failed"} <= reasons
+    docstring = _outcome.__doc__ or ""
+    missing = sorted(reason for reason in reasons if f"``{reason}``" not in docstring)
+    assert not missing, f"service_webhooks/_outcome.py's table lacks {missing}"

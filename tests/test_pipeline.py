@@ -349,6 +349,28 @@ def test_retry_later_answers_503_and_releases_the_claim(
     assert len(attempts) == 2
 
 
+@pytest.mark.parametrize("reason", ['bad "input"', "réessayer", "a\\b\nc"])
+def test_a_subclass_reason_that_needs_escaping_still_answers_a_json_body(
+    receiver: WebhookReceiver, signed: Signed, drive: Any, reason: str
+) -> None:
+    """The body is ``{"status": ..., "reason": ...}`` as JSON whatever the reason of a
+    user's own ``RetryLater`` subclass: a quote, an accent or a control character once
+    made it invalid JSON, or made ``Outcome.body`` raise while the adapter wrote it."""
+
+    class Busy(RetryLater):
+        pass
+
+    Busy.reason = reason
+
+    def busy(event: Event[Any]) -> None:
+        raise Busy("the warehouse is busy")
+
+    receiver.on("note.created", busy)
+    outcome = drive(receiver, *signed())
+    assert (outcome.status, outcome.reason) == (503, reason)
+    assert json.loads(outcome.body) == {"status": 503, "reason": reason}
+
+
 # -- the unit of work ----------------------------------------------------------------------
 
 

@@ -138,12 +138,27 @@ def test_beyond_tolerance_is_rejected_even_with_a_good_signature(skew: int) -> N
     assert caught.value.reason == "timestamp"
 
 
-@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.999])
-@pytest.mark.parametrize("skew", [-300, 300])
-def test_tolerance_counts_whole_seconds_of_now(skew: int, fraction: float) -> None:
-    """``t = floor(now) ± 300`` passes whatever the sub-second part of ``now``."""
-    now = NOW + fraction
-    assert verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=now).timestamp == NOW + skew
+@pytest.mark.parametrize(
+    ("t_offset", "now_offset", "accepted"),
+    [
+        (-300, 0.0, True),  # exactly 300 s old
+        (-300, 0.5, False),  # 300.5 s old: "greater than five minutes" (spec §5.2)
+        (-300, -0.5, True),
+        (300, 0.0, True),  # 300 s in the future (clock skew)
+        (300, 0.5, True),  # 299.5 s
+        (300, -0.5, False),  # 300.5 s
+    ],
+)
+def test_tolerance_compares_the_exact_clock(
+    t_offset: int, now_offset: float, accepted: bool
+) -> None:
+    """``abs(now - t) > tolerance`` is rejected, with ``now`` as exact as the clock."""
+    signed = header(t=NOW + t_offset)
+    if accepted:
+        assert verify(BODY, signed, [Secret(KEY)], now=NOW + now_offset).timestamp == NOW + t_offset
+    else:
+        with pytest.raises(TimestampError):
+            verify(BODY, signed, [Secret(KEY)], now=NOW + now_offset)
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.5, 0.999])
@@ -153,11 +168,11 @@ def test_one_second_past_tolerance_fails_whatever_the_fraction(skew: int, fracti
         verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=NOW + fraction)
 
 
-def test_whole_second_boundary_under_the_default_clock() -> None:
-    with freeze_time(datetime.fromtimestamp(NOW + 0.999, UTC)):
+def test_the_boundary_under_the_default_clock_is_exact() -> None:
+    with freeze_time(datetime.fromtimestamp(NOW, UTC)):
         assert verify(BODY, header(t=NOW - 300), [Secret(KEY)]).timestamp == NOW - 300
-        with pytest.raises(TimestampError):
-            verify(BODY, header(t=NOW - 301), [Secret(KEY)])
+    with freeze_time(datetime.fromtimestamp(NOW + 0.25, UTC)), pytest.raises(TimestampError):
+        verify(BODY, header(t=NOW - 300), [Secret(KEY)])  # 300.25 s old
 
 
 def test_custom_tolerance() -> None:

@@ -7,7 +7,6 @@ Read-only otherwise: nothing can be added, changed or deleted here. Replaying ne
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 from asgiref.sync import async_to_sync
@@ -16,6 +15,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+
+from service_webhooks.inbox.commands import pretty_body
 
 from .models import ReceivedDeliveryRecord
 
@@ -50,11 +51,7 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="payload")
     def payload(self, record: ReceivedDeliveryRecord) -> SafeString:
-        body = bytes(record.body)
-        try:
-            text = json.dumps(json.loads(body), indent=2, ensure_ascii=False)
-        except ValueError:
-            text = body.decode("utf-8", "replace")
+        text, _ = pretty_body(bytes(record.body))  # a body too deep to indent: as received
         return format_html("<pre>{}</pre>", text)  # escaped
 
     @admin.display(description="traceback")

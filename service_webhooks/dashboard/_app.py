@@ -24,7 +24,6 @@ import datetime
 import hashlib
 import hmac
 import inspect
-import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -39,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
+from service_webhooks.inbox.commands import pretty_body
 
 __all__ = ["SECURITY_HEADERS", "Authorize", "Dashboard", "dashboard"]
 
@@ -131,14 +131,6 @@ def _seconds(value: float | None) -> str:
 
 def _is_failure(reason: str) -> bool:
     return reason not in OK_REASONS
-
-
-def _pretty(body: bytes) -> tuple[str, bool]:
-    """The body as text: indented JSON when it parses (``True``), else decoded UTF-8."""
-    try:
-        return json.dumps(json.loads(body), indent=2, ensure_ascii=False), True
-    except ValueError:
-        return body.decode("utf-8", "replace"), False
 
 
 def _parse_time(text: str, name: str) -> datetime.datetime | None:
@@ -384,13 +376,13 @@ class Dashboard:
         record = await self._record(request)
         if record is None:
             return self._not_found(request)
-        payload, is_json = _pretty(record.body)
+        payload, payload_note = pretty_body(record.body)
         return self._render(
             request,
             "detail.html",
             record=record,
             payload=payload,
-            is_json=is_json,
+            payload_note=payload_note,
             can_replay=self.receiver is not None,
             csrf_token=self.csrf_token(request),
             is_failure=_is_failure,

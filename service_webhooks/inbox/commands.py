@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .._outcome import Outcome
 
 __all__ = [
+    "PRETTY_MIN",
     "TABLE_COLUMNS",
     "check_replay_selection",
     "dry_run_line",
@@ -34,6 +35,7 @@ __all__ = [
     "find",
     "json_line",
     "parse_since",
+    "pretty_body",
     "record_json",
     "replay_line",
     "replay_total",
@@ -235,7 +237,7 @@ def record_json(record: ReceivedDelivery, *, full: bool = False) -> dict[str, An
         return summary
     try:
         payload: Any = json.loads(record.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or too deep for Python's parser
         payload = None
     return {
         **summary,
@@ -251,9 +253,50 @@ def record_json(record: ReceivedDelivery, *, full: bool = False) -> dict[str, An
     }
 
 
+PRETTY_MIN = 1 << 20
+"""Characters of indented JSON always shown; past it, at most 8 per byte of the body."""
+_TOO_NESTED = "JSON too nested to indent: shown as received"
+
+
+def pretty_body(body: bytes) -> tuple[str, str]:
+    """The body as text and what the page says of it: indented JSON when it parses,
+    else decoded UTF-8.
+
+    Indenting costs two characters per level on every line: a nested body (a 48 KB
+    one of arrays 400 deep becomes 19 MB of text) would make one page hundreds of
+    megabytes, and one 1,000 levels deep exceeds Python's recursion limit. Past
+    ``max(8 * len(body), PRETTY_MIN)`` characters, or too deep, it is the raw text
+    instead: never an error, nor a text larger than 1 MiB or 8 times the body. What
+    the dashboard, ``inbox show`` and the Django admin show of a payload.
+    """
+    raw = body.decode("utf-8", "replace")
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return raw, "not JSON: shown as UTF-8 text"
+    except RecursionError:  # too deep for Python's parser
+        return raw, _TOO_NESTED
+    budget = max(8 * len(body), PRETTY_MIN)
+    parts: list[str] = []
+    try:
+        for part in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(value):
+            budget -= len(part)
+            if budget < 0:
+                return raw, _TOO_NESTED
+            parts.append(part)
+    except RecursionError:
+        return raw, _TOO_NESTED
+    return "".join(parts), "JSON, indented for reading"
+
+
 def json_line(record: ReceivedDelivery, *, full: bool = False) -> str:
-    """:func:`record_json` as one line of JSON (non-ASCII kept as is)."""
-    return json.dumps(record_json(record, full=full), ensure_ascii=False)
+    """:func:`record_json` as one line of JSON (non-ASCII kept as is); a payload too
+    deep to encode again is ``null`` (``bodyBase64`` still holds it)."""
+    fields = record_json(record, full=full)
+    try:
+        return json.dumps(fields, ensure_ascii=False)
+    except RecursionError:
+        return json.dumps({**fields, "payload": None}, ensure_ascii=False)
 
 
 def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:
@@ -309,10 +352,7 @@ def show_lines(record: ReceivedDelivery) -> list[str]:
         lines.append(f"replay: {replay.at.isoformat()} {replay.status} {replay.reason}{forced}")
     if record.traceback:
         lines += ["traceback:", _printable_lines(record.traceback.rstrip())]
-    if fields["payload"] is not None:
-        payload = json.dumps(fields["payload"], indent=2, ensure_ascii=False)
-    else:
-        payload = record.body.decode("utf-8", "replace")
+    payload, _ = pretty_body(record.body)
     return [*lines, "payload:", _printable_lines(payload)]
 
 

@@ -423,6 +423,28 @@ def test_detail_shows_the_traceback_and_download_gives_the_bytes(
         assert client.get(missing, auth=AUTH).status_code == 404
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 990 + b"]" * 990,  # near msgspec's limit: unhandled or malformed, recorded
+        b"[" * 5000 + b"]" * 5000,  # malformed_envelope, recorded: it was authenticated
+        b"[" + b",".join([b"[" * 400 + b"]" * 400] * 60) + b"]",  # 48 KB, unhandled
+    ],
+    ids=["990-deep", "5000-deep", "wide-and-deep"],
+)
+def test_a_deeply_nested_payload_is_shown_raw_not_a_500_or_a_huge_page(
+    client: TestClient, flaky: Flaky, data: bytes
+) -> None:
+    body = b'{"eventName":"x.nested","version":1,"data":' + data + b"}"
+    assert deliver(flaky.receiver, body).reason in ("unhandled", "malformed_envelope")
+    record = flaky.receiver.inbox.search().items[0]  # type: ignore[union-attr]
+    page = client.get(f"/d/{record.id}", auth=AUTH)
+    assert page.status_code == 200  # Python's json: RecursionError, once a 500
+    # indented, the wide body was 19 MB of text (two characters per level per line)
+    assert len(page.content) < 8 * len(body) + (1 << 20) + 20_000
+    assert "JSON too nested to indent" in page.text or "not JSON" in page.text
+
+
 def test_overview_counts_failure_rate_slowest_and_chart(client: TestClient, flaky: Flaky) -> None:
     inbox = flaky.receiver.inbox
     now = datetime.datetime.now(UTC)

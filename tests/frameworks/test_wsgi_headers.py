@@ -3,6 +3,8 @@ from the ``environ`` by key rather than through the framework's header view."""
 
 from __future__ import annotations
 
+import pytest
+
 from service_webhooks._receiver import _SLOTS
 from service_webhooks.adapters._wsgi import environ_headers
 
@@ -46,3 +48,45 @@ def test_whitespace_around_a_value_is_not_part_of_it() -> None:
         ("Service-Signature", "o:o-1,t:1,v:AAAA"),
         ("Content-Length", "12"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("sent", "reason"),
+    [
+        ("9" * 5000, "payload_too_large"),  # past the 4,300 digits int() converts
+        (b"9" * 5000, "payload_too_large"),  # raw ASGI header bytes
+        ("1" * 19, "payload_too_large"),
+        ("0" * 5000 + "12", "format"),  # 12 bytes: read, then refused for its header
+        ("1" * 40 + "x", "format"),  # not a number: ignored
+    ],
+)
+def test_a_content_length_of_any_length_is_read_without_raising(
+    sent: str | bytes, reason: str
+) -> None:
+    """Django's runserver (wsgiref) and direct ``handle`` calls pass the value on as
+    sent; 5,000 digits made the receiver raise ``ValueError`` (a 500)."""
+    from service_webhooks import WebhookReceiver
+
+    receiver = WebhookReceiver("whsec-wsgi-0123456789abcdef0123456789", store="memory")
+    headers = [("Content-Length", sent), ("Service-Signature", "x")]
+    assert receiver.handle("POST", headers, lambda size: b"").reason == reason  # type: ignore[arg-type]
+
+
+def test_a_5000_digit_content_length_is_413_through_flask_not_a_500() -> None:
+    from flask import Flask
+
+    from service_webhooks import WebhookReceiver
+    from service_webhooks.adapters.flask import webhook_blueprint
+
+    app = Flask(__name__)
+    receiver = WebhookReceiver("whsec-wsgi-0123456789abcdef0123456789", store="memory")
+    app.register_blueprint(webhook_blueprint(receiver))
+    client = app.test_client()
+    for length, status in [("9" * 5000, 413), ("0" * 5000 + "2", 401)]:
+        response = client.post(
+            "/webhooks",
+            data=b"{}",
+            headers={"Service-Signature": "o:o-1,t:1,v:AAAA"},
+            environ_overrides={"CONTENT_LENGTH": length},
+        )
+        assert response.status_code == status  # not 500: nothing raised

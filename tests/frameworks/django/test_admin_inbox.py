@@ -131,6 +131,17 @@ def test_a_failed_delivery_is_listed_shown_and_replayed_from_the_admin(
     assert "200 processed" in detail
 
 
+def test_a_payload_too_deep_to_indent_is_shown_as_received(
+    kit: ModuleType, admin_client: Client
+) -> None:
+    """Python's parser gives up on 5,000 levels (RecursionError): the page showed a 500."""
+    body = b"[" * 5000 + b"]" * 5000
+    assert deliver(kit, body) == 400  # verified, then refused: recorded
+    detail = admin_client.get(f"{URL}{recorded(body).id}/change/")
+    assert detail.status_code == 200
+    assert "[" * 5000 in detail.content.decode()
+
+
 def test_a_staff_user_without_the_permission_cannot_replay(kit: ModuleType) -> None:
     from django.contrib.auth.models import Permission
 

@@ -1,0 +1,39 @@
+"""A verified delivery whose JSON is too deep for Python's parser, or whose indented
+text would be huge, is shown as received by ``inbox show``, ``--json`` and the Django
+admin (the dashboard has its own test), never an error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service_webhooks import MemoryStore, WebhookReceiver, sign
+from service_webhooks.inbox import MemoryInbox
+from service_webhooks.inbox.commands import PRETTY_MIN, json_line, pretty_body, show_lines
+
+SECRET = "whsec-deep-0123456789abcdef0123456789abcdef"
+DEEP = b"[" * 5000 + b"]" * 5000  # past Python's recursion limit
+WIDE = b"[" + b",".join([b"[" * 400 + b"]" * 400] * 60) + b"]"  # 48 KB -> ~19 MB indented
+
+
+@pytest.mark.parametrize("body", [DEEP, WIDE], ids=["deep", "wide"])
+def test_inbox_commands_show_a_deep_payload_as_received(body: bytes) -> None:
+    inbox = MemoryInbox()
+    receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox)
+    outcome = receiver.process(body, sign(body, SECRET, "o-DEEP"))
+    assert outcome.reason == "malformed_envelope"  # authenticated: recorded
+    [record] = inbox.search().items
+    lines = show_lines(record)
+    assert lines[-2:] == ["payload:", body.decode()]
+    line = json.loads(json_line(record, full=True))
+    assert line["bodyBase64"]
+    assert line["payload"] == (None if body is DEEP else json.loads(body))
+
+
+def test_pretty_body_indents_ordinary_json_and_caps_the_rest() -> None:
+    assert pretty_body(b'{"a":[1]}') == ('{\n  "a": [\n    1\n  ]\n}', "JSON, indented for reading")
+    assert pretty_body(b"\xff")[1] == "not JSON: shown as UTF-8 text"
+    text, note = pretty_body(WIDE)
+    assert (text, note) == (WIDE.decode(), "JSON too nested to indent: shown as received")
+    assert len(pretty_body(DEEP)[0]) <= max(8 * len(DEEP), PRETTY_MIN)
