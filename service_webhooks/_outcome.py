@@ -25,7 +25,7 @@ a handler raised                                      500     ``handler_failed``
 a handler raised :class:`RetryLater`                  503     ``retry_later`` + R-A
 the Celery broker refused the event (hand-off)        503     ``handoff_failed`` + R-A
 a handler raised :class:`Unprocessable`               422*    ``unprocessable``
-the ``idempotency_key=`` function failed              422     ``unprocessable``
+the ``idempotency_key=`` function failed (a bug)      500     ``configuration``
 ====================================================  ======  ===========================
 
 (*) or the 4xx the handler chose. Never 3xx: a redirect is always a bug here. Every 503

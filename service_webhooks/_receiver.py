@@ -188,7 +188,9 @@ class WebhookReceiver:
         max_body_size: Largest accepted body in bytes (spec §2.7: 1 MiB).
         idempotency_key: ``key(event) -> str`` to deduplicate on your own identity
             (e.g. ``lambda e: e.data.id``); it is namespaced by organization. Default:
-            SHA-256 of ``o + "\\n" + raw body``.
+            SHA-256 of ``o + "\\n" + raw body``. Called for every event that has a
+            handler: one that raises, or returns no non-empty ``str``, is answered 500
+            ``configuration`` (retried); one that raises ``Unprocessable``, 422.
         lease: Seconds a claim holds before a retry may take it over (a process
             that died mid-handler).
         retention: Seconds a processed key is remembered; at least 48 h.
@@ -844,10 +846,15 @@ class WebhookReceiver:
         if self._key_function is not None:
             try:
                 custom = self._custom_key(self._key_function, event)
-            except Unprocessable as error:  # 422, like a handler's: logged at WARNING
+            except (Unprocessable, ConfigurationError) as error:
+                # Unprocessable: the function refused the event (422, like a handler's,
+                # at WARNING); anything else is a bug in it: 500, retried, at ERROR
                 cause = error.__cause__
-                logger.warning(
-                    "service_webhooks: refused %s: %s",
+                refused = isinstance(error, Unprocessable)
+                logger.log(
+                    logging.WARNING if refused else logging.ERROR,
+                    "service_webhooks: %s %s: %s",
+                    "refused" if refused else "cannot key",
                     printable(event.name),
                     printable(str(error)),
                 )
@@ -870,13 +877,15 @@ class WebhookReceiver:
         """
         try:
             custom = function(event)
-        except Exception as error:
-            raise Unprocessable(
+        except Unprocessable:  # the function refuses the event on purpose: 422
+            raise
+        except Exception as error:  # a bug: 500, so the event is retried once it is fixed
+            raise ConfigurationError(
                 "idempotency_key function failed on this event: "
                 f"{type(error).__name__}: {str(error)[:200]}"
             ) from error
         if not isinstance(custom, str) or not custom:
-            raise Unprocessable(
+            raise ConfigurationError(
                 f"idempotency_key function returned {_shown(custom)} "
                 f"({type(custom).__name__}), not a non-empty str"
             )

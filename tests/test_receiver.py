@@ -472,7 +472,7 @@ def test_custom_idempotency_keys_never_collide(
     assert all(len(key) <= 200 for key in keys)
 
 
-def test_failing_idempotency_key_function_is_unprocessable(
+def test_failing_idempotency_key_function_is_a_retried_500(
     secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
 ) -> None:
     receiver = WebhookReceiver(
@@ -480,7 +480,7 @@ def test_failing_idempotency_key_function_is_unprocessable(
     )
     receiver.on_any(lambda event: None)
     outcome = drive(receiver, *signed(make_body("x.y", data={}), org="o-KEY-1"))
-    assert (outcome.status, outcome.reason) == (422, "unprocessable")
+    assert (outcome.status, outcome.reason) == (500, "configuration")  # retried
     assert (outcome.event_name, outcome.organization_id) == ("x.y", "o-KEY-1")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service_webhooks import ConfigurationError, MemoryStore, WebhookReceiver, sign
+from service_webhooks import ConfigurationError, MemoryStore, Unprocessable, WebhookReceiver, sign
 from service_webhooks.inbox import MemoryInbox
 
 SECRET = "whsec-test-0123456789abcdef0123456789abcdef"
@@ -142,9 +142,11 @@ def test_good_numbers_still_pass() -> None:
     assert r.process(BODY, sign(BODY, SECRET, ORG)).reason == "processed"
 
 
-def test_a_key_function_that_raises_is_logged_at_warning_with_its_type(
+def test_a_key_function_that_raises_is_a_500_logged_at_error_with_its_type(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A bug in the function: retried (500), so the event is kept until it is fixed;
+    a 422 would have told the service to drop it."""
     inbox = MemoryInbox()
     r = WebhookReceiver(
         SECRET,
@@ -155,10 +157,10 @@ def test_a_key_function_that_raises_is_logged_at_warning_with_its_type(
     r.on("note.created", lambda event: None)
     with caplog.at_level(logging.INFO, logger="service_webhooks"):
         outcome = r.process(BODY, sign(BODY, SECRET, ORG))
-    assert (outcome.status, outcome.reason) == (422, "unprocessable")
-    [warning] = [rec for rec in caplog.records if rec.levelno == logging.WARNING]
-    assert "AttributeError" in warning.getMessage()
-    assert "session_id" in warning.getMessage()
+    assert (outcome.status, outcome.reason) == (500, "configuration")
+    [error] = [rec for rec in caplog.records if rec.levelno == logging.ERROR]
+    assert "AttributeError" in error.getMessage()
+    assert "session_id" in error.getMessage()
     record = inbox.search().items[0]
     assert record.error_type == "AttributeError"
     assert "session_id" in (record.error_message or "")
@@ -174,10 +176,22 @@ def test_a_key_function_failure_reaches_observers_with_its_type() -> None:
 
     r = receiver(idempotency_key=boom, observers=[seen.append])
     r.on("note.created", lambda event: None)
-    assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 422
+    assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 500
     [record] = seen
     assert record.error_type == "LookupError"
     assert "LookupError: no such field" in record.detail
+
+
+def test_a_key_function_may_refuse_an_event_with_unprocessable() -> None:
+    """Raised on purpose, ``Unprocessable`` is the function's answer, as a handler's."""
+
+    def key(event: Any) -> str:
+        raise Unprocessable("no session on this note", status=409)
+
+    r = receiver(idempotency_key=key)
+    r.on("note.created", lambda event: None)
+    outcome = r.process(BODY, sign(BODY, SECRET, ORG))
+    assert (outcome.status, outcome.reason) == (409, "unprocessable")
 
 
 @pytest.mark.parametrize(
@@ -190,7 +204,7 @@ def test_a_key_function_returning_no_str_says_what_it_returned(
     r = receiver(idempotency_key=lambda event: returned, observers=[seen.append])
     r.on("note.created", lambda event: None)
     with caplog.at_level(logging.WARNING, logger="service_webhooks"):
-        assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 422
+        assert r.process(BODY, sign(BODY, SECRET, ORG)).status == 500
     assert f"{shown}, not a non-empty str" in seen[0].detail
     assert any(shown in rec.getMessage() for rec in caplog.records)
 

@@ -65,7 +65,7 @@ def test_replay_uses_the_custom_key_again() -> None:
 
 
 def test_a_failing_custom_key_is_recorded_under_its_event_and_so_is_its_replay() -> None:
-    """422 before a plan existed: still the organization and the event, on the delivery
+    """500 before a plan existed: still the organization and the event, on the delivery
     and on its replay (the key function fails the same way again)."""
     inbox = MemoryInbox()
     receiver = WebhookReceiver(
@@ -75,19 +75,19 @@ def test_a_failing_custom_key_is_recorded_under_its_event_and_so_is_its_replay()
     body = body_for("n-6")
     outcome = receiver.process(body, sign(body, SECRET, ORG))
     assert (outcome.status, outcome.event_name, outcome.organization_id) == (
-        422,
+        500,
         "note.created",
         ORG,
     )
     record = inbox.search().items[0]
     assert (record.reason, record.event_name, record.version) == (
-        "unprocessable",
+        "configuration",
         "note.created",
         1,
     )
     replayed = receiver.replay(record.id)
     assert (replayed.status, replayed.event_name, replayed.organization_id) == (
-        422,
+        500,
         "note.created",
         ORG,
     )
