@@ -549,20 +549,30 @@ def _check_callable(function: Callable[..., object], what: str, arguments: int) 
             f"{what} {label}{kind}: calling it only creates a generator, so its body "
             f"would never run; {returns}"
         )
+    called = "handler(event)" if arguments == 1 else "hook(event, error)"
+    refusal = _unbindable(function, arguments, called)
+    if refusal is not None:
+        taking = "the event as its one" if arguments == 1 else "two"
+        raise ConfigurationError(
+            f"{what} {label} {refusal}; "
+            f"it must accept {taking} positional argument{'s' if arguments > 1 else ''}"
+        )
+
+
+def _unbindable(function: Callable[..., object], arguments: int, called_as: str) -> str | None:
+    """``"(signature …) cannot be called as <called_as>: why"`` when
+    :func:`inspect.signature` shows ``function`` cannot take ``arguments`` positional
+    arguments, else ``None`` (also when Python cannot tell its signature)."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # builtins and some C callables: cannot tell
-        return
+        return None
     signature = signature.replace(return_annotation=inspect.Signature.empty)
     try:
         signature.bind(*(object() for _ in range(arguments)))
     except TypeError as error:
-        called = "handler(event)" if arguments == 1 else "hook(event, error)"
-        taking = "the event as its one" if arguments == 1 else "two"
-        raise ConfigurationError(
-            f"{what} {label} (signature {signature}) cannot be called as {called}: {error}; "
-            f"it must accept {taking} positional argument{'s' if arguments > 1 else ''}"
-        ) from None
+        return f"(signature {signature}) cannot be called as {called_as}: {error}"
+    return None
 
 
 def check_plain_callable(function: object, what: str, called_as: str, arguments: int) -> None:
@@ -597,17 +607,9 @@ def check_plain_callable(function: object, what: str, called_as: str, arguments:
             f"{what} {label}{why}: the receiver calls it as {called_as} without "
             "awaiting or iterating, so it must be a plain `def`"
         )
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):  # builtins and some C callables: cannot tell
-        return
-    signature = signature.replace(return_annotation=inspect.Signature.empty)
-    try:
-        signature.bind(*(object() for _ in range(arguments)))
-    except TypeError as error:
-        raise ConfigurationError(
-            f"{what} {label} (signature {signature}) cannot be called as {called_as}: {error}"
-        ) from None
+    refusal = _unbindable(function, arguments, called_as)
+    if refusal is not None:
+        raise ConfigurationError(f"{what} {label} {refusal}")
 
 
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
