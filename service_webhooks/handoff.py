@@ -179,13 +179,29 @@ class CeleryHandoff:
             event.timestamp,
             event.idempotency_key,
         )
+        self._send(args, again=False)
+
+    def _send(self, args: tuple[str, str, int, str], *, again: bool) -> None:
+        """Publish the task with these arguments; ``again``: a copy sent back by the
+        worker, to run one lease later.
+
+        Raises:
+            HandoffError: The broker refused or could not be reached within the retry
+                policy; the message never names the broker URL.
+        """
         try:
             self.task.apply_async(
-                args=args, queue=self.queue, retry=True, retry_policy=self.retry_policy
+                args=args,
+                countdown=self.lease if again else None,
+                queue=self.queue,
+                retry=True,
+                retry_policy=self.retry_policy,
             )
         except Exception as error:
-            logger.error("service_webhooks: enqueue to Celery failed: %s", describe(error))
-            raise HandoffError("the task queue did not accept the event") from error
+            verb = "re-enqueue" if again else "enqueue"
+            logger.error("service_webhooks: %s to Celery failed: %s", verb, describe(error))
+            accepted = "the event again" if again else "the event"
+            raise HandoffError(f"the task queue did not accept {accepted}") from error
 
     # -- the Celery worker -------------------------------------------------------------
 
@@ -255,18 +271,7 @@ class CeleryHandoff:
         request = self.task.request
         if request.called_directly or request.is_eager:
             raise HandoffError("the same event is running in another worker")
-        args = (body, organization_id, timestamp, idempotency_key)
-        try:
-            self.task.apply_async(
-                args=args,
-                countdown=self.lease,
-                queue=self.queue,
-                retry=True,
-                retry_policy=self.retry_policy,
-            )
-        except Exception as error:
-            logger.error("service_webhooks: re-enqueue to Celery failed: %s", describe(error))
-            raise HandoffError("the task queue did not accept the event again") from error
+        self._send((body, organization_id, timestamp, idempotency_key), again=True)
         return "in_flight"
 
     def _renewer_for(self, store: IdempotencyStore) -> Renewer:
