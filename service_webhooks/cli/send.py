@@ -36,11 +36,11 @@ from typing import IO, Any
 import click
 import httpx
 
-from service_webhooks import ConfigurationError, SignatureFormatError
+from service_webhooks import ConfigurationError
 from service_webhooks.delivery import AttemptResult, Failure, Result, Sender
-from service_webhooks.delivery.endpoint import check_url
+from service_webhooks.delivery.endpoint import check_organization_id, check_url
 from service_webhooks.stores import redact_url
-from service_webhooks.testing.signer import Signer
+from service_webhooks.testing.signer import envelope
 
 from ._json import strict_loads
 from ._secret import signing_secret_option
@@ -120,29 +120,24 @@ def send(
         --event note.created --data '{"id": "n-1", "author": "a@b.c", "text": "hi"}'
     """
     _check_url(url)
-    try:  # the secret passed its option's check: what Signer can refuse here is --org
-        signer = Signer(secret, organization_id=org)
+    try:  # refused here, before anything is sent, rather than by the signature
+        check_organization_id(org)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--org") from error
-    try:
-        if body_file is not None:
-            if event_name is not None or data is not None:
-                raise click.UsageError("give either --body-file or --event/--data, not both")
-            body = body_file.read()
-        else:
-            if event_name is None or data is None:
-                raise click.UsageError("give --event NAME and --data JSON, or --body-file FILE")
-            if not event_name:
-                raise click.BadParameter(
-                    "an event needs a non-empty eventName (spec §2.7); send a malformed "
-                    "body with --body-file",
-                    param_hint="--event",
-                )
-            body, _ = signer.delivery(
-                event_name, _parse_json(data), version=event_version, timestamp=timestamp
+    if body_file is not None:
+        if event_name is not None or data is not None:
+            raise click.UsageError("give either --body-file or --event/--data, not both")
+        body = body_file.read()
+    else:
+        if event_name is None or data is None:
+            raise click.UsageError("give --event NAME and --data JSON, or --body-file FILE")
+        if not event_name:
+            raise click.BadParameter(
+                "an event needs a non-empty eventName (spec §2.7); send a malformed "
+                "body with --body-file",
+                param_hint="--event",
             )
-    except SignatureFormatError as error:
-        raise click.BadParameter(str(error), param_hint="--org") from error
+        body = envelope(event_name, _parse_json(data), version=event_version)
     what = f"{event_name} v{event_version}" if event_name is not None else "body file"
     click.echo(f"POST {redact_url(url)}  {what}  org {org}  ({len(body)} bytes)")
     attempt = asyncio.run(
