@@ -337,6 +337,25 @@ def raw_request(port: int, head: list[str], body: bytes = b"") -> RawAnswer:
         sock.close()
 
 
+def broken_chunked_request(port: int, path: str, body: bytes, breakage: str) -> RawAnswer:
+    """POST ``body`` signed and chunked, with its framing broken as a client may break
+    it (``bad-chunk-size``, ``missing-terminator`` or ``cut-short``); the answer."""
+    size = b"%x\r\n" % len(body)
+    framed = {
+        "bad-chunk-size": b"zz\r\n" + body + b"\r\n0\r\n\r\n",
+        "missing-terminator": size + body + b"XX0\r\n\r\n",
+        "cut-short": size + body[: len(body) // 2],  # then the client closes its side
+    }[breakage]
+    head = [*signed_head("POST", path, body), "Transfer-Encoding: chunked"]
+    sock = raw_open(port, head, framed)
+    try:
+        if breakage == "cut-short":
+            sock.shutdown(socket.SHUT_WR)
+        return raw_answer(sock)
+    finally:
+        sock.close()
+
+
 def signed_head(method: str, path: str, body: bytes, *signatures: str) -> list[str]:
     """A request head for ``body`` with one ``Service-Signature`` line per signature
     (default: one valid signature)."""

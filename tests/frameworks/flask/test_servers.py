@@ -139,15 +139,6 @@ def test_success_body_false_answers_200_with_an_empty_body_under_gunicorn(
         kit.stop_server(running)
 
 
-def _broken_chunked(body: bytes, breakage: str) -> bytes:
-    """``body`` chunked, then broken as a client may break it."""
-    if breakage == "bad-chunk-size":
-        return b"zz\r\n" + body + b"\r\n0\r\n\r\n"
-    if breakage == "missing-terminator":
-        return b"%x\r\n" % len(body) + body + b"XX0\r\n\r\n"
-    return b"%x\r\n" % len(body) + body[: len(body) // 2]  # cut short, then closed
-
-
 @pytest.mark.parametrize("breakage", ["bad-chunk-size", "missing-terminator", "cut-short"])
 def test_a_broken_chunked_body_is_refused_not_a_500_under_gunicorn(
     kit: ModuleType, recommended: Any, breakage: str
@@ -155,14 +146,8 @@ def test_a_broken_chunked_body_is_refused_not_a_500_under_gunicorn(
     """gunicorn raises from ``wsgi.input.read`` for such a body; the view takes that as
     the end of the body, so the core refuses it (docs/security.md: no input makes the
     receiver answer 500, which the service would retry)."""
-    body = kit.envelope()
-    head = [*kit.contract.signed_head("POST", "/webhooks", body), "Transfer-Encoding: chunked"]
-    sock = kit.contract.raw_open(recommended.port, head, _broken_chunked(body, breakage))
-    try:
-        if breakage == "cut-short":
-            sock.shutdown(socket.SHUT_WR)
-        answer = kit.contract.raw_answer(sock)
-    finally:
-        sock.close()
+    answer = kit.contract.broken_chunked_request(
+        recommended.port, "/webhooks", kit.envelope(), breakage
+    )
     assert (answer.status, answer.reason) == (401, "signature")
     assert "Traceback" not in recommended.log.read_text()
