@@ -35,7 +35,6 @@ Extension, configured from ``app.config`` (keys in :data:`CONFIG_KEYS`); it also
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -47,6 +46,7 @@ from werkzeug.wsgi import get_input_stream
 
 from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver
 
+from ._settings import unknown_settings
 from ._wsgi import body_reader, environ_headers
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
@@ -200,11 +200,9 @@ def _parsed(key: str, arg: str, value: Any) -> Any:
 
 def _warn_unknown_keys(config: Mapping[str, Any]) -> None:
     known = [*CONFIG_KEYS, "SERVICE_WEBHOOKS_URL"]
-    for key in config:
-        if isinstance(key, str) and key.startswith("SERVICE_WEBHOOKS_") and key not in known:
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            meant = f"; did you mean {close[0]!r}?" if close else ""
-            logger.warning("app.config[%r] is no service-webhooks setting, ignored%s", key, meant)
+    for key, close in unknown_settings(config, known, "SERVICE_WEBHOOKS_"):
+        meant = f"; did you mean {close!r}?" if close else ""
+        logger.warning("app.config[%r] is no service-webhooks setting, ignored%s", key, meant)
 
 
 def _current_receiver(app: Flask) -> WebhookReceiver:

@@ -9,6 +9,11 @@
   likely a typo, and its deliveries would be answered "unhandled". One per name.
 * ``service_webhooks.W004``: a webhook URL that resolves in one spelling only (with or
   without its trailing slash): the other answers 404, or 301 under ``APPEND_SLASH``.
+* ``service_webhooks.W005``: a key of ``SERVICE_WEBHOOKS`` that is no setting (a
+  misspelling such as ``TOLERENCE`` is ignored, and its default used); one per key,
+  the closest known key as hint.
+* ``service_webhooks.E003``: the ``STORE`` or ``INBOX`` names a database alias missing
+  from ``DATABASES``: every delivery would be answered 503 and retried until it dies.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from typing import Any
 
 from django.core import checks
 
-from service_webhooks import Secret
+from service_webhooks import Secret, WebhookReceiver
 
-from .conf import SETTING, build_receiver, get_config
+from .._settings import unknown_settings
+from .conf import KEYS, SETTING, build_receiver, get_config
 from .conf import receiver as project_receiver
 
 MIN_SECRET_BYTES = 32
@@ -37,13 +43,13 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             )
         ]
     try:
-        build_receiver(config)
+        receiver = build_receiver(config)
     except Exception as error:
         hint = f"Fix settings.{SETTING}: {type(error).__name__}: {error}"
         return [
             checks.Error("The webhook settings are invalid.", hint=hint, id="service_webhooks.E002")
         ]
-    found: list[checks.CheckMessage] = []
+    found = [*_unknown_keys(config), *_missing_databases(receiver)]
     if any(len(value) < MIN_SECRET_BYTES for value in _secret_values(config["SECRETS"])):
         found.append(
             checks.Warning(
@@ -74,6 +80,38 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             )
         )
     return found
+
+
+def _unknown_keys(config: Mapping[str, Any]) -> Iterator[checks.CheckMessage]:
+    """``W005`` for each key of ``config`` that is no setting."""
+    for key, close in unknown_settings(config, KEYS):
+        meant = f"Did you mean {close!r}? " if close else ""
+        yield checks.Warning(
+            f"settings.{SETTING}[{key!r}] is no service-webhooks setting; it is ignored.",
+            hint=f"{meant}The settings are: {', '.join(sorted(KEYS))}.",
+            obj=key,
+            id="service_webhooks.W005",
+        )
+
+
+def _missing_databases(receiver: WebhookReceiver) -> Iterator[checks.CheckMessage]:
+    """``E003`` for a Django store or inbox on a database alias ``DATABASES`` lacks."""
+    from django.conf import settings
+
+    from .inbox import DjangoInbox
+    from .store import DjangoStore
+
+    for role, part in (("STORE", receiver.store), ("INBOX", receiver.inbox)):
+        using = getattr(part, "using", None)
+        if isinstance(part, (DjangoStore, DjangoInbox)) and using not in settings.DATABASES:
+            yield checks.Error(
+                f"The webhook {role} uses the database {using!r}, which is not in "
+                "settings.DATABASES: every delivery would be answered 503.",
+                hint=f"Add {using!r} to DATABASES, or set "
+                f"{SETTING}['{role}'] = {{'OPTIONS': {{'using': <an alias of DATABASES>}}}}.",
+                obj=using,
+                id="service_webhooks.E003",
+            )
 
 
 def _secret_values(config: Any) -> list[bytes]:

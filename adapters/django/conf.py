@@ -34,12 +34,14 @@ from django.utils.module_loading import import_string
 
 from service_webhooks import SETTINGS, WebhookReceiver
 
-__all__ = ["SETTING", "build_receiver", "get_config", "receiver"]
+__all__ = ["KEYS", "SETTING", "build_receiver", "get_config", "receiver"]
 
 SETTING = "SERVICE_WEBHOOKS"
 _STORES = "service_webhooks.adapters.django.store."
 _INBOXES = "service_webhooks.adapters.django.inbox."
 _ARGUMENTS = {key: arg for key, arg in SETTINGS.items() if key not in ("STORE", "INBOX")}
+KEYS = frozenset([*SETTINGS, "TRANSACTIONAL", "ASYNC_VIEW"])
+"""Every key ``SERVICE_WEBHOOKS`` may hold; ``manage.py check`` warns about others."""
 
 
 def get_config() -> Mapping[str, Any]:

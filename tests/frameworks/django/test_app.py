@@ -95,6 +95,40 @@ def test_a_handler_for_an_unknown_event_name_is_a_warning_with_a_hint() -> None:
     assert ids() == []
 
 
+def test_a_misspelt_setting_is_a_warning_naming_the_key_it_meant() -> None:
+    config = {"SECRETS": SECRET, "TOLERENCE": 600, "ASYNC_VIEW": None, "NOT_A_SETTING": 1}
+    with override_settings(SERVICE_WEBHOOKS=config):
+        found = checks.run_checks(tags=["service_webhooks"])
+    assert [(m.id, m.obj, m.level) for m in found] == [
+        ("service_webhooks.W005", "TOLERENCE", checks.WARNING),
+        ("service_webhooks.W005", "NOT_A_SETTING", checks.WARNING),
+    ]
+    assert (found[0].hint or "").startswith("Did you mean 'TOLERANCE'?")
+    assert "Did you mean" not in (found[1].hint or "")
+
+
+@pytest.mark.parametrize(
+    ("setting", "role"),
+    [
+        ({"STORE": {"OPTIONS": {"using": "replica"}}}, "STORE"),
+        ({"STORE": "memory", "INBOX": {"OPTIONS": {"using": "replica"}}}, "INBOX"),
+    ],
+    ids=["store", "inbox"],
+)
+def test_a_store_or_inbox_on_a_database_not_configured_is_an_error(
+    setting: dict[str, Any], role: str
+) -> None:
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": SECRET, **setting}):
+        found = checks.run_checks(tags=["service_webhooks"])
+    # a DjangoStore on "replica" also defaults its inbox there: one error per part
+    assert {(m.id, m.obj) for m in found} == {("service_webhooks.E003", "replica")}
+    assert any(f"webhook {role} uses the database 'replica'" in m.msg for m in found)
+    with override_settings(
+        SERVICE_WEBHOOKS={"SECRETS": SECRET, "STORE": {"OPTIONS": {"using": "down"}}}
+    ):
+        assert ids() == []
+
+
 def test_the_strict_setting_builds_a_strict_receiver() -> None:
     from service_webhooks import ConfigurationError
     from service_webhooks.adapters.django import conf
@@ -191,8 +225,9 @@ def test_the_app_files_stay_small() -> None:
     # 450 until the app gained the ORM inbox, its admin and the replay command; 760 until
     # the project receiver named SERVICE_WEBHOOKS in its start-up error; 765 until the
     # admin replayed through areplay under ASGI, the transactional receiver had its
-    # areplay and the prune command found the STORE's database
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 785
+    # areplay and the prune command found the STORE's database; 785 until the checks
+    # named misspelt settings and a database alias missing from DATABASES
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 805
 
 
 def _now() -> Any:
