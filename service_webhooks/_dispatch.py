@@ -23,7 +23,11 @@ each group, from the most specific subscription to the least,
 4. then the catch-all handlers (``on_any``), which see every event.
 
 Each registration runs once: a handler subscribed both by name and by a pattern that
-matches it runs twice. The lookup is cached per ``(eventName, version)``.
+matches it runs twice. The same subscription made again (the same handler, name or
+pattern, ``version`` and ``model``; or ``on_any``/``on_error`` of the same function)
+adds nothing: an app factory that registers on a module-level receiver for every app it
+makes still runs each handler once per event. The lookup is cached per
+``(eventName, version)``.
 
 Names the spec does not list (spec §6.2 catalogue: :data:`KNOWN_EVENT_NAMES`, which the
 service says will grow) are accepted, since new events come without a new library
@@ -250,14 +254,16 @@ class Router:
                     "service_webhooks: %s",
                     printable(_unknown_message(name, function, self._declared)),
                 )
-            for name in names:
+            for name in names:  # a subscription made again is not added again
                 if is_pattern(name):
                     matches = re.compile(fnmatch.translate(name)).match
-                    self._patterns.append(
-                        _PatternSubscription(name, matches, version, registration)
-                    )
+                    subscription = _PatternSubscription(name, matches, version, registration)
+                    if subscription not in self._patterns:
+                        self._patterns.append(subscription)
                 else:
-                    self._specific.setdefault((name, version), []).append(registration)
+                    registrations = self._specific.setdefault((name, version), [])
+                    if registration not in registrations:
+                        registrations.append(registration)
             self._cache.clear()
             return function
 
@@ -278,7 +284,9 @@ class Router:
         """
 
         def register(function: H) -> H:
-            self._catch_all.append(_registration(function, None))
+            registration = _registration(function, None)
+            if registration not in self._catch_all:
+                self._catch_all.append(registration)
             self._cache.clear()
             return function
 
@@ -297,7 +305,8 @@ class Router:
         if not callable(hook) or _is_async(hook):
             raise ConfigurationError("an error hook must be a plain (non-async) callable")
         _check_callable(hook, "error hook", 2)
-        self._error_hooks.append(hook)
+        if hook not in self._error_hooks:
+            self._error_hooks.append(hook)
         return hook
 
     def declare(self, *event_names: str) -> None:

@@ -69,6 +69,33 @@ def test_a_name_listed_twice_registers_once() -> None:
     assert router.remove(h1) == 1
 
 
+def test_a_subscription_made_again_adds_nothing() -> None:
+    # an app factory registering on a module-level receiver for every app it makes
+    router = Router()
+
+    def hook(event: Any, error: BaseException) -> None: ...
+
+    for _ in range(3):
+        router.on("note.created", h1)
+        router.on("note.*", h1)
+        router.on("note.created", h1, version=1)
+        router.on_any(h2)
+        router.on_error(hook)
+    assert names(router, "note.created") == ["h1", "h1", "h1", "h2"]  # three subscriptions
+    assert router.error_hooks == (hook,)
+    assert router.remove(h1) == 3
+    assert router.remove(h2) == 1
+    assert router.remove(hook) == 1
+
+
+def test_the_same_handler_with_another_model_or_version_is_another_subscription() -> None:
+    router = Router()
+    router.on("note.created", h1)
+    router.on("note.created", h1, model=dict)
+    router.on("note.created", h1, version=1)
+    assert names(router, "note.created") == ["h1", "h1", "h1"]
+
+
 @pytest.mark.parametrize(
     "bad", [[], "", ["note.created", ""], ["note.created", 3], b"note.created", 7, None]
 )
