@@ -667,13 +667,16 @@ class WebhookReceiver:
             handler_time = perf_counter() - handlers_started
             if unit is None:
                 recorder = self._recorder
-                if recorder is not None and recorder.joined:  # inbox: record in the same commit
-                    recorder.complete(plan, handler_time, self.retention)
-                else:
-                    try:
+                try:
+                    if recorder is not None and recorder.joined:  # inbox: in the same commit
+                        recorder.complete(plan, handler_time, self.retention)
+                    else:
                         store.complete(key, token, self.retention)
-                    except Exception as error:
-                        raise store_failed(error) from error
+                except Exception as error:  # 503; a retry runs now, not after the lease
+                    guard_release(store.release, key, token)  # never undoes a completion
+                    if isinstance(error, StoreError):  # the recorder's, already logged
+                        raise
+                    raise store_failed(error) from error
             return self._answer(plan, self._processed, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)
@@ -739,13 +742,16 @@ class WebhookReceiver:
             handler_time = perf_counter() - handlers_started
             if unit is None:
                 recorder = self._recorder
-                if recorder is not None and recorder.joined:  # inbox: record in the same commit
-                    await recorder.acomplete(plan, handler_time, self.retention)
-                else:
-                    try:
+                try:
+                    if recorder is not None and recorder.joined:  # inbox: in the same commit
+                        await recorder.acomplete(plan, handler_time, self.retention)
+                    else:
                         await store.acomplete(key, token, self.retention)
-                    except Exception as error:
-                        raise store_failed(error) from error
+                except Exception as error:  # as in _execute
+                    await aguard_release(store.arelease(key, token))
+                    if isinstance(error, StoreError):  # the recorder's, already logged
+                        raise
+                    raise store_failed(error) from error
             return self._answer(plan, self._processed, started, handler_time)
         except WebhookError as error:
             return self._rejected(error, started, plan)

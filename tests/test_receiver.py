@@ -267,6 +267,38 @@ def test_store_failure_answers_503_never_200(
     assert calls == ([1] if ran else [])
 
 
+def test_a_failed_completion_releases_the_claim_so_the_retry_runs_at_once(
+    secret: str, signed: Signed, drive: Drive
+) -> None:
+    store = BrokenStore("complete")
+    receiver = WebhookReceiver(secrets=secret, store=store)
+    calls: list[int] = []
+    receiver.on("note.created", lambda event: calls.append(1))
+    body, header = signed()
+    assert drive(receiver, body, header).reason == "store_unavailable"
+    store.fail = ""  # the store is back before the service's retry (a minute later)
+    retry = drive(receiver, body, header)
+    # before: 503 in_flight until the lease (120 s) ran out; at-least-once: runs again
+    assert (retry.status, retry.reason, calls) == (200, "processed", [1, 1])
+
+
+def test_a_release_never_undoes_a_completion_that_was_written(
+    secret: str, signed: Signed, drive: Drive
+) -> None:
+    class LostAnswer(MemoryStore):  # the write landed; the answer to it was lost
+        def complete(self, key: str, token: str, retention: float) -> bool:
+            super().complete(key, token, retention)
+            raise TimeoutError("no answer from the store")
+
+    receiver = WebhookReceiver(secrets=secret, store=LostAnswer())
+    calls: list[int] = []
+    receiver.on("note.created", lambda event: calls.append(1))
+    body, header = signed()
+    assert drive(receiver, body, header).reason == "store_unavailable"
+    assert drive(receiver, body, header).reason == "duplicate"
+    assert calls == [1]
+
+
 def test_release_failure_after_a_handler_failure_still_answers_500(
     secret: str, signed: Signed, drive: Drive
 ) -> None:
