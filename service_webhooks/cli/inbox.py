@@ -62,6 +62,7 @@ DEFAULT_STORE = "sqlite:service_webhooks.sqlite3"
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_ROOT_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")  # serve --root-path: /a/b, no trailing /
 
 store_option = click.option(
     "--store",
@@ -438,6 +439,13 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--title", default="Webhook inbox", show_default=True, help="Shown in the page header."
 )
+@click.option(
+    "--root-path",
+    default="",
+    metavar="PATH",
+    help="The path prefix a reverse proxy serves the dashboard under and strips "
+    "(e.g. /webhooks/admin): its links and forms point below it.",
+)
 def serve(
     store: str,
     receiver_spec: str | None,
@@ -445,6 +453,7 @@ def serve(
     port: int,
     basic_auth: str | None,
     title: str,
+    root_path: str,
 ) -> None:
     """Serve the inbox dashboard (list, detail and replay, overview) over HTTP.
 
@@ -460,6 +469,7 @@ def serve(
         user, colon, password = basic_auth.partition(":")
         if not (user and colon and password):
             raise click.BadParameter("USER:PASSWORD, both non-empty", param_hint="--basic-auth")
+    prefix = _root_path(root_path)
     try:
         import uvicorn
 
@@ -479,4 +489,23 @@ def serve(
     app = dashboard(inbox, receiver=receiver, basic_auth=credentials, title=title)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"inbox dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    if prefix:
+        click.echo(f"its links point below {prefix}/ (your proxy strips it)", err=True)
+    uvicorn.run(
+        app, host=host, port=port, log_level="warning", server_header=False, root_path=prefix
+    )
+
+
+def _root_path(text: str) -> str:
+    """``--root-path`` as the ASGI ``root_path``: ``""``, or ``/a/b`` (a leading slash,
+    no trailing one); a full URL, a query or a character a URL path cannot hold as is is
+    a usage error (exit 2)."""
+    prefix = text.strip().rstrip("/")
+    if not prefix:
+        return ""
+    if not prefix.startswith("/") or not _ROOT_PATH.fullmatch(prefix):
+        raise click.BadParameter(
+            "a URL path such as /webhooks/admin (letters, digits and - . _ ~ / only)",
+            param_hint="--root-path",
+        )
+    return prefix

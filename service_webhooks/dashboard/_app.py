@@ -140,7 +140,30 @@ def _parse_time(text: str, name: str) -> datetime.datetime | None:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError as error:
         raise BadFilter(f"{name}: a date and time such as 2025-01-31T13:45 (UTC)") from error
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        moment.astimezone(UTC)
+    except OverflowError as error:  # in UTC, year 0 or 10000
+        raise BadFilter(f"{name}: a date and time in years 1 to 9999 (UTC)") from error
+    return moment
+
+
+def _form_time(text: str) -> str:
+    """A ``from``/``to`` filter as its ``datetime-local`` field shows it: the same
+    moment in UTC without an offset (``2025-01-31T13:45:00``), since the browser shows
+    an empty field for a value with an offset (``Z``, ``+02:00``) or a date alone, and
+    the next Apply would drop the filter. Text that is no time is returned as given."""
+    try:
+        moment = _parse_time(text.strip(), "time")
+    except BadFilter:  # shown as given, with the error
+        return text
+    if moment is None:
+        return text
+    local = moment.astimezone(UTC).replace(tzinfo=None)
+    spec = "seconds" if not local.microsecond else "milliseconds"
+    if local.microsecond % 1000:
+        spec = "microseconds"  # more than a browser shows: kept exact all the same
+    return local.isoformat(timespec=spec)
 
 
 def list_query(params: Mapping[str, str], now: datetime.datetime) -> InboxQuery:
@@ -347,6 +370,7 @@ class Dashboard:
 
     async def list_page(self, request: Request) -> Response:
         params = {key: request.query_params.get(key, "") for key in _LIST_PARAMS}
+        params["since"], params["until"] = _form_time(params["since"]), _form_time(params["until"])
         cursor = request.query_params.get("cursor") or None
         error = None
         items: tuple[ReceivedDelivery, ...] = ()

@@ -157,6 +157,8 @@ class InboxQuery(msgspec.Struct, frozen=True, kw_only=True):
         for moment in (self.since, self.until):
             if moment is not None and moment.tzinfo is None:
                 raise ConfigurationError("since and until must be timezone-aware datetimes")
+            if moment is not None and not _in_utc_range(moment):
+                raise ConfigurationError("since and until must lie in years 1..9999 in UTC")
         if self.id_prefix is not None and not all(c in "0123456789abcdef" for c in self.id_prefix):
             raise ConfigurationError("id_prefix must be lowercase hex digits")
 
@@ -200,6 +202,8 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     micros, _, record_id = cursor.partition("-")
     if not micros.isdigit() or not record_id or not record_id.isalnum():
         raise ConfigurationError("not an inbox cursor")
+    if int(micros) > _MAX_MICROS:  # no record was received after year 9999
+        raise ConfigurationError("not an inbox cursor")
     return int(micros), record_id
 
 
@@ -232,6 +236,19 @@ def from_micros(micros: int) -> datetime.datetime:
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
+_MAX_MICROS = to_micros(datetime.datetime.max.replace(tzinfo=UTC))
+"""The last microsecond a :class:`~datetime.datetime` holds, past which no cursor
+points (nor fits a database's 64-bit integer or timestamp)."""
+
+
+def _in_utc_range(moment: datetime.datetime) -> bool:
+    """Whether the aware ``moment`` is a UTC datetime in years 1..9999 (a time such as
+    ``0001-01-01T00:00+01:00`` is not: in UTC it falls in year 0)."""
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
 
 
 def check_limit(limit: int) -> int:

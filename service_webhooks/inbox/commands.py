@@ -286,17 +286,29 @@ def pretty_body(body: bytes) -> tuple[str, str]:
             parts.append(part)
     except RecursionError:
         return raw, _TOO_NESTED
-    return "".join(parts), "JSON, indented for reading"
+    return _escape_surrogates("".join(parts)), "JSON, indented for reading"
+
+
+def _escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (a ``\\ud800`` escape in a JSON string decodes
+    to one; UTF-8 cannot encode it) written back as that escape, so the text can be
+    printed or sent as UTF-8. Inside JSON strings, that is the JSON the body held."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def json_line(record: ReceivedDelivery, *, full: bool = False) -> str:
-    """:func:`record_json` as one line of JSON (non-ASCII kept as is); a payload too
-    deep to encode again is ``null`` (``bodyBase64`` still holds it)."""
+    """:func:`record_json` as one line of JSON (non-ASCII kept as is, a lone surrogate
+    as its ``\\uXXXX`` escape); a payload too deep to encode again is ``null``
+    (``bodyBase64`` still holds it)."""
     fields = record_json(record, full=full)
     try:
-        return json.dumps(fields, ensure_ascii=False)
+        return _escape_surrogates(json.dumps(fields, ensure_ascii=False))
     except RecursionError:
-        return json.dumps({**fields, "payload": None}, ensure_ascii=False)
+        return _escape_surrogates(json.dumps({**fields, "payload": None}, ensure_ascii=False))
 
 
 def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:

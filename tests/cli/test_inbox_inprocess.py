@@ -496,6 +496,7 @@ def test_serve_makes_a_password_and_hands_the_dashboard_to_uvicorn(
     [(app, options)] = served
     assert options == {
         "host": "localhost", "port": 8123, "log_level": "warning", "server_header": False,
+        "root_path": "",
     }  # fmt: skip
     made = re.search(r"no --basic-auth given: log in as admin:(\S+)\n", result.stderr)
     assert made is not None

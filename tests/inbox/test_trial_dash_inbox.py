@@ -1,0 +1,72 @@
+"""Inbox queries at the edges of time, and bodies UTF-8 cannot print, as the views use them."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+from service_webhooks import ConfigurationError, MemoryStore, WebhookReceiver, sign
+from service_webhooks.inbox import InboxQuery, MemoryInbox, SQLiteInbox
+from service_webhooks.inbox.commands import json_line, pretty_body, selection, show_lines
+
+UTC = datetime.UTC
+PLUS_ONE = datetime.timezone(datetime.timedelta(hours=1))
+MINUS_ONE = datetime.timezone(datetime.timedelta(hours=-1))
+LONE_SURROGATE = b'{"eventName": "note.created", "version": 1, "data": "a \\ud800 b"}'
+
+
+@pytest.mark.parametrize("cursor", ["9" * 24 + "-ab", str(2**63) + "-ab"])
+def test_a_cursor_past_year_9999_is_refused_not_a_crash(tmp_path: Path, cursor: str) -> None:
+    inbox = SQLiteInbox(tmp_path / "inbox.sqlite3")
+    with pytest.raises(ConfigurationError, match="not an inbox cursor"):
+        inbox.search(cursor=cursor)
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime.datetime(1, 1, 1, tzinfo=PLUS_ONE),  # year 0 in UTC
+        datetime.datetime(9999, 12, 31, 23, 59, tzinfo=MINUS_ONE),  # year 10000 in UTC
+    ],
+)
+def test_since_or_until_outside_utc_years_is_a_configuration_error(
+    moment: datetime.datetime,
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"years 1\.\.9999"):
+        InboxQuery(since=moment)
+    with pytest.raises(ConfigurationError, match=r"years 1\.\.9999"):
+        InboxQuery(until=moment)
+
+
+def test_the_cli_filter_reports_an_iso_time_outside_utc_years_as_a_value_error() -> None:
+    with pytest.raises(ValueError, match=r"years 1\.\.9999"):
+        selection(since="0001-01-01T00:00+01:00")
+
+
+def test_the_last_utc_moments_are_still_accepted(tmp_path: Path) -> None:
+    inbox = SQLiteInbox(tmp_path / "inbox.sqlite3")
+    early = datetime.datetime(1, 1, 1, tzinfo=UTC)
+    late = datetime.datetime.max.replace(tzinfo=UTC)
+    assert inbox.search(InboxQuery(since=early, until=late)).items == ()
+
+
+def test_a_lone_surrogate_in_a_body_is_shown_as_its_json_escape() -> None:
+    text, note = pretty_body(LONE_SURROGATE)
+    assert note == "JSON, indented for reading"
+    assert '"a \\ud800 b"' in text
+    text.encode("utf-8")  # printable and sendable
+
+
+def test_show_json_of_a_lone_surrogate_body_is_valid_utf8_json() -> None:
+    inbox = MemoryInbox()
+    receiver = WebhookReceiver("whsec-trial", store=MemoryStore(), inbox=inbox)
+    outcome = receiver.process(LONE_SURROGATE, sign(LONE_SURROGATE, "whsec-trial", "o-1"))
+    assert outcome.status == 400  # a malformed envelope, kept all the same
+    [record] = inbox.search().items
+    line = json_line(record, full=True)
+    line.encode("utf-8")
+    assert json.loads(line)["payload"]["data"] == "a \ud800 b"
+    "\n".join(show_lines(record)).encode("utf-8")
