@@ -8,6 +8,7 @@ its configuration, and the guards that turn any store failure into
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
@@ -94,7 +95,23 @@ def guard_release(operation: Callable[[str, str], bool], key: str, token: str) -
 
 
 async def aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
-    """Async twin of :func:`guard_release`."""
+    """Async twin of :func:`guard_release`.
+
+    The release runs in a task of its own that the caller's cancellation does not
+    stop: a caller cancelled again while it releases (an anyio cancel scope cancels
+    every await inside it) still has its claim released, so the retry does not wait
+    out the lease.
+    """
+    releasing = asyncio.ensure_future(_release(operation))
+    _releasing.add(releasing)  # a reference until it is done
+    releasing.add_done_callback(_releasing.discard)
+    return await asyncio.shield(releasing)
+
+
+_releasing: set[asyncio.Future[bool]] = set()
+
+
+async def _release(operation: Coroutine[Any, Any, bool]) -> bool:
     try:
         return await operation
     except Exception as error:

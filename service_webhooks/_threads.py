@@ -14,6 +14,11 @@ Blocking handlers stay safe: every call gets a thread of its own while one is id
 and a new thread is started when none is (up to :data:`MAX_THREADS`; past that, calls
 wait their turn, as with an executor). The caller's context variables are copied to
 the thread (as :func:`asyncio.to_thread` does), so tracing spans see their parent.
+
+A caller cancelled (a timeout, a server shutting down) while its call still waits for a
+thread drops the call: the receiver releases the handler's claim at once, so the call
+must not run later behind the retry's back. A call that a thread already runs cannot be
+interrupted; it runs to its end while the caller's cancellation goes on.
 """
 
 from __future__ import annotations
@@ -65,6 +70,10 @@ class _Pool:
     def _work(self) -> None:
         while True:
             context, function, argument, loop, future = self._queue.get()
+            if future.cancelled():  # its caller was cancelled while the call waited
+                with self._lock:
+                    self._idle += 1
+                continue
             try:
                 result = context.run(function, argument)
             except BaseException as error:  # handed to the awaiting task, as to_thread does
