@@ -62,19 +62,57 @@ def check_organization_id(organization_id: str) -> None:
         )
 
 
+def _stop_time(not_after: object) -> float | None:
+    """A stop date as Unix seconds (``None``: never).
+
+    Raises:
+        ConfigurationError: A naive ``datetime``, NaN, a number out of the range of a
+            ``float``, or neither a ``datetime`` nor a number (``"2026"`` would be read
+            as 2026 s after 1970: a secret that never verified).
+    """
+    if not_after is None:
+        return None
+    if isinstance(not_after, datetime):
+        if not_after.tzinfo is None:
+            raise ConfigurationError(
+                "Secret(not_after=...) needs an aware datetime, such as "
+                "datetime(2026, 12, 1, tzinfo=UTC): a naive one has no defined instant"
+            )
+        return not_after.timestamp()
+    if isinstance(not_after, bool) or not isinstance(not_after, (int, float)):
+        raise ConfigurationError(
+            "Secret(not_after=...) must be an aware datetime or Unix seconds (int or "
+            f"float), not {type(not_after).__name__}"
+        )
+    if isinstance(not_after, float) and math.isnan(not_after):
+        raise ConfigurationError(
+            "Secret(not_after=...) must be an aware datetime or Unix seconds (int or "
+            "float), not float NaN"
+        )
+    try:
+        return float(not_after)
+    except OverflowError:
+        raise ConfigurationError(
+            "Secret(not_after=...) is out of range: Unix seconds, such as time.time() + 90000"
+        ) from None
+
+
 class Secret:
     """One signing secret, optionally with a stop date.
 
     Args:
         value: The shared secret exactly as configured in the service's webhook
             settings; ``str`` is UTF-8 encoded, ``bytes`` used as is. Must not be empty.
+            Kept byte for byte, whitespace included: a receiver's configuration
+            refuses whitespace that cannot be meant (see :func:`configured_secret`).
         not_after: When the secret stops verifying: an aware ``datetime`` or Unix
             seconds. ``None`` (the default) means it never expires. Used for the old
             secret during rotation (spec §5.2).
 
     Raises:
         ConfigurationError: ``value`` is empty or of the wrong type, or ``not_after``
-            is a naive ``datetime``, NaN, or neither a ``datetime`` nor a number.
+            is a naive ``datetime``, NaN, out of the range of a ``float``, or neither a
+            ``datetime`` nor a number. The message never shows the value.
     """
 
     __slots__ = ("not_after", "value")
@@ -87,22 +125,8 @@ class Secret:
             value = value.encode("utf-8")
         if not isinstance(value, bytes) or not value:
             raise ConfigurationError("a secret must be a non-empty str or bytes")
-        if isinstance(not_after, datetime):
-            if not_after.tzinfo is None:
-                raise ConfigurationError("Secret(not_after=...) needs an aware datetime")
-            not_after = not_after.timestamp()
-        elif not_after is not None and (
-            isinstance(not_after, bool)
-            or not isinstance(not_after, (int, float))
-            or math.isnan(not_after)
-        ):  # "2026" was read as 2026 s after 1970: a secret that never verified
-            raise ConfigurationError(
-                "Secret(not_after=...) must be an aware datetime or Unix seconds (int or "
-                f"float), not {type(not_after).__name__}"
-                + (" NaN" if isinstance(not_after, float) else "")
-            )
         self.value = value
-        self.not_after = None if not_after is None else float(not_after)
+        self.not_after = _stop_time(not_after)
 
     def is_active(self, now: float) -> bool:
         """Whether the secret still verifies at ``now`` (Unix seconds)."""
@@ -145,13 +169,43 @@ class SecretResolver(Protocol):
     def __call__(self, organization_id: str, /) -> Sequence[Secret] | None: ...
 
 
+def configured_secret(value: object) -> Secret:
+    """A secret given to a receiver (``secrets=``, a ``secrets=`` callable's answer, the
+    CLI's ``--secret``), refused when it could never be the service's: configuration
+    mistakes that would otherwise answer every delivery 401.
+
+    Args:
+        value: A ``str``, ``bytes`` or :class:`Secret`.
+
+    Returns:
+        The :class:`Secret` (``value`` itself when it is one).
+
+    Raises:
+        ConfigurationError: Not a ``str``, ``bytes`` or :class:`Secret`; empty;
+            whitespace only; or a ``str`` that starts or ends with whitespace (the
+            newline of a file or an environment variable): pass ``bytes`` or a
+            :class:`Secret` when that whitespace is part of the secret. The message
+            never shows the value.
+    """
+    if isinstance(value, str) and value.strip() and value != value.strip():
+        raise ConfigurationError(
+            "a secret must not start or end with whitespace (a newline read from a file "
+            "or an environment variable?): strip it, or pass bytes or Secret(...) if the "
+            "whitespace is part of the secret"
+        )
+    # Secret() itself refuses anything but a non-empty str or bytes
+    secret = value if isinstance(value, Secret) else Secret(cast("str | bytes", value))
+    if secret.value.isspace():
+        raise ConfigurationError("a secret must not be whitespace only")
+    return secret
+
+
 def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
     if isinstance(value, (str, bytes, Secret)):
         value = [value]
     if not isinstance(value, Sequence):
         raise ConfigurationError(f"unsupported secrets value: {type(value).__name__}")
-    # Secret() itself refuses anything but a non-empty str or bytes
-    items = tuple(v if isinstance(v, Secret) else Secret(cast("str | bytes", v)) for v in value)
+    items = tuple(configured_secret(v) for v in value)
     if not items:
         raise ConfigurationError("at least one secret is required")
     return items
@@ -219,7 +273,8 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
         A resolver. Static forms are validated and normalised once, here.
 
     Raises:
-        ConfigurationError: An empty secret, an empty sequence or mapping, a value
+        ConfigurationError: A secret :class:`Secret` refuses (empty, whitespace only,
+            a ``str`` with whitespace around it), an empty sequence or mapping, a value
             of an unsupported type, a mapping key no signature's ``o`` can be
             (empty, not printable ASCII, or holding ``,``), or a callable that is
             ``async def`` or cannot take the organization ID as its one argument.

@@ -4,7 +4,8 @@
 first (rotation, spec §5.2): ``listen`` verifies with each of them, and the commands
 that sign (``send``, ``trigger``, ``deliver``) sign with the first one, the newest, as
 the service does. A ``--secret`` given on the command line is used whole. An empty
-secret is a usage error (exit 2) that names the option and the variable.
+secret, one of whitespace only or one with whitespace around it is a usage error (exit
+2) that names the option and the variable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from service_webhooks import ConfigurationError, Secret
+from service_webhooks import ConfigurationError
+from service_webhooks._credentials import configured_secret
 
 __all__ = ["SECRET_ENVVAR", "checked_secrets", "signing_secret_option"]
 
@@ -26,9 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _check(secret: str, ctx: click.Context, param: click.Parameter) -> None:
-    """Raises :class:`click.BadParameter` for a secret :class:`Secret` refuses."""
+    """Raises :class:`click.BadParameter` for a secret a receiver's configuration refuses
+    (empty, whitespace only, whitespace around it), as the receiver would refuse it."""
     try:
-        Secret(secret)
+        configured_secret(secret)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), ctx=ctx, param=param) from None
 

@@ -18,6 +18,17 @@ from ._secret import SECRET_ENVVAR
 __all__ = ["secret"]
 
 
+def _multiple_of_8(ctx: click.Context, param: click.Parameter, bits: int) -> int:
+    """Callback of ``--bits``: whole bytes only, refused as click refuses the range.
+
+    Raises:
+        click.BadParameter: ``bits`` is not a multiple of 8.
+    """
+    if bits % 8:
+        raise click.BadParameter(f"{bits} is not a multiple of 8.", ctx=ctx, param=param)
+    return bits
+
+
 @click.group()
 def secret() -> None:
     """Make signing secrets."""
@@ -29,6 +40,7 @@ def secret() -> None:
     type=click.IntRange(256, 512),
     default=256,
     show_default=True,
+    callback=_multiple_of_8,
     help="Random bits in the secret: 256 to 512, a multiple of 8 (spec §5.2).",
 )
 @click.option(
@@ -44,8 +56,6 @@ def new(bits: int, count: int) -> None:
     Paste it into the endpoint's webhook settings at the service and into the
     receiver's configuration; use a different one per endpoint and per account.
     """
-    if bits % 8:
-        raise click.BadParameter(f"{bits} is not a multiple of 8", param_hint="--bits")
     for _ in range(count):
         click.echo(generate_secret(bits))
     if sys.stdout.isatty():

@@ -68,3 +68,9 @@ def test_the_console_script() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert decoded_size(done.stdout.strip()) == 64
+
+
+def test_bits_not_a_multiple_of_8_is_named_as_click_names_the_range() -> None:
+    result = CliRunner().invoke(main, ["secret", "new", "--bits", "300"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--bits': 300 is not a multiple of 8." in result.stderr

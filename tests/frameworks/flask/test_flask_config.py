@@ -51,6 +51,23 @@ def test_bad_strings_are_refused_naming_the_key(key: str, value: str, message: s
 
 
 @pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, r"set app.config\['SERVICE_WEBHOOKS_SECRETS'\]"),
+        (123456789, r"SERVICE_WEBHOOKS_SECRETS'\] is a number: from_prefixed_env"),
+        ([], r"SERVICE_WEBHOOKS_SECRETS'\]: at least one secret is required"),
+        ("   ", r"SERVICE_WEBHOOKS_SECRETS'\]: a secret must not be whitespace only"),
+        ("whsec-x\n", r"SERVICE_WEBHOOKS_SECRETS'\]: a secret must not start or end"),
+    ],
+    ids=["missing", "digits-parsed-as-json", "empty-list", "blank", "trailing-newline"],
+)
+def test_bad_secrets_are_refused_naming_the_key(value: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as raised:
+        build(SECRETS=value)
+    assert "whsec-x" not in str(raised.value)  # never the secret itself
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         ("false", False),
