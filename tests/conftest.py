@@ -94,3 +94,41 @@ def drive(request: pytest.FixtureRequest) -> Callable[..., Outcome]:
 @pytest.fixture
 def receiver(secret: str) -> WebhookReceiver:
     return WebhookReceiver(secrets=secret, store=MemoryStore())
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
+    """``inbox serve`` without serving: each run's app and settings, in a list.
+
+    The settings are the ``host`` and ``port`` asked for, the port actually bound for
+    them (``bound_port``: a free one, so tests never race for a fixed port) and what the
+    uvicorn server was configured with (``log_level``, ``server_header``, ``root_path``).
+    """
+    import importlib
+
+    command = importlib.import_module("service_webhooks.cli.inbox")
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    asked: list[tuple[str, int]] = []
+    real_bind = command.bind
+
+    def bind(host: str, port: int) -> socket.socket:
+        asked.append((host, port))
+        return real_bind(host, 0)
+
+    def serve(server: Any, sock: socket.socket) -> None:
+        bound_port = sock.getsockname()[1]
+        sock.close()
+        host, port = asked[-1]
+        config = server.config
+        options = {"host": host, "port": port, "bound_port": bound_port}
+        options.update(
+            log_level=config.log_level,
+            server_header=config.server_header,
+            root_path=config.root_path,
+        )
+        calls.append((config.app, options))
+
+    monkeypatch.setattr(command, "bind", bind)
+    monkeypatch.setattr(command, "serve_until_stopped", serve)
+    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
+    return calls

@@ -6,12 +6,18 @@ Each command lives in its own module of this package and is registered on
 
 from __future__ import annotations
 
-try:
-    import click
-except ImportError as error:  # pragma: no cover - exercised only without the extra
+from importlib.util import find_spec
+
+# Flask and Celery bring click without the rest: check every module of the extra, by
+# name only (importing uvicorn here would slow down `service-webhooks --help`).
+_MISSING = [name for name in ("click", "rich", "httpx", "uvicorn") if find_spec(name) is None]
+if _MISSING:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "the service-webhooks command needs the 'cli' extra: pip install 'service-webhooks[cli]'"
-    ) from error
+        f"the service-webhooks command needs the 'cli' extra (missing: {', '.join(_MISSING)}):"
+        " pip install 'service-webhooks[cli]'"
+    )
+
+import click  # noqa: E402
 
 __all__ = ["main"]
 

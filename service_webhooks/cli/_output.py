@@ -12,12 +12,25 @@ from collections.abc import Sequence
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
+from service_webhooks._reporting import printable
 from service_webhooks.stores import redact_url
 
-__all__ = ["cannot_open", "console", "print_table"]
+__all__ = ["cannot_open", "console", "literal", "print_table"]
+
+
+def literal(value: object) -> str:
+    """``value`` as text to put inside a rich markup string and print as it is.
+
+    Data from a delivery, a file or a receiver's answer (an event name, a reason, a
+    path) is neither markup (``[/bold]`` would raise ``MarkupError``, ``[red]`` would
+    vanish) nor a way to end the line or send terminal escapes: control characters
+    are written as Python escapes.
+    """
+    return escape(printable(str(value)))
 
 
 def cannot_open(what: str, url: str, error: Exception) -> click.ClickException:

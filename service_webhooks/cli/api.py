@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 
 import click
 import httpx
-import msgspec
 from click.shell_completion import CompletionItem
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
@@ -44,14 +43,15 @@ from service_webhooks.api import (
     PrivacySettingsVersion,
     is_never,
 )
-from service_webhooks.api.pagination import Pager
+from service_webhooks.api.pagination import Page, Pager
 
+from ._as_sent import LastResponse, json_lines
 from ._output import console, print_table
+from ._serve import bind, log_config, serve_until_stopped
 
 __all__ = ["api"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-ItemT = TypeVar("ItemT")
 
 
 def _connection_options(command: F) -> F:
@@ -84,13 +84,19 @@ def _connection_options(command: F) -> F:
 
 
 @contextlib.contextmanager
-def _client(api_key: str, base_url: str, timeout: float) -> Iterator[Client]:
+def _client(
+    api_key: str, base_url: str, timeout: float, recorder: LastResponse | None = None
+) -> Iterator[Client]:
+    """A client, its API errors turned into exit statuses 1 and 2; with ``recorder``,
+    every response passes through it (``--json`` prints the bodies as sent)."""
     obj = click.get_current_context().obj
     transport = obj.get("api_transport") if isinstance(obj, dict) else None
     if transport is not None and not isinstance(transport, httpx.BaseTransport):
         raise click.UsageError("ctx.obj['api_transport'] must be an httpx.BaseTransport")
     try:
         with Client(api_key, base_url=base_url, timeout=timeout, transport=transport) as client:
+            if recorder is not None:  # the client's own httpx.Client: proxies, pool, retries
+                client._http.event_hooks["response"].append(recorder)
             yield client
     except (ParameterError, ConfigurationError) as error:
         # Refused before any request (an empty --state, a base URL with a query...):
@@ -115,8 +121,8 @@ def _when(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M")
 
 
-def _paged(pager: Pager[Any, ItemT], what: str) -> Iterator[ItemT]:
-    """Iterate ``pager`` with a progress line on stderr (shown only on a terminal)."""
+def _paged(pager: Pager[Any, Any], what: str) -> Iterator[Page[Any]]:
+    """The pages of ``pager``, with a progress line on stderr (on a terminal only)."""
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -127,9 +133,8 @@ def _paged(pager: Pager[Any, ItemT], what: str) -> Iterator[ItemT]:
         task = progress.add_task(f"fetching {what}", total=None)
         count = 0
         for page in pager.pages():
-            for item in page.items:
-                count += 1
-                yield item
+            yield page
+            count += len(page.items)
             progress.update(
                 task, description=f"{pager.pages_fetched} pages, {count} {what} fetched"
             )
@@ -138,12 +143,20 @@ def _paged(pager: Pager[Any, ItemT], what: str) -> Iterator[ItemT]:
 Rows = tuple[list[Column | str], list[list[str]]]
 
 
-def _emit(items: Iterable[Any], as_json: bool, table: Callable[[list[Any]], Rows]) -> None:
-    if as_json:
-        for item in items:
-            click.echo(msgspec.json.encode(item).decode())
+def _emit(
+    pages: Iterable[Page[Any]],
+    recorder: LastResponse | None,
+    field: str,
+    table: Callable[[list[Any]], Rows],
+) -> None:
+    """Print the resources of ``pages``: with ``recorder`` (``--json``), each as the
+    service sent it in the array ``field`` of the page's body; else as a table."""
+    if recorder is not None:
+        for page in pages:  # the recorder holds this page's response until the next
+            for line in json_lines(page.items, recorder.response, field):
+                click.echo(line)
         return
-    columns, rows = table(list(items))
+    columns, rows = table([item for page in pages for item in page.items])
     print_table(console(), columns, rows)
 
 
@@ -232,15 +245,16 @@ def privacy_history(
     pagination_token: str | None,
 ) -> None:
     """List privacy settings versions, most recent first."""
-    with _client(api_key, base_url, timeout) as client:
+    recorder = LastResponse() if as_json else None
+    with _client(api_key, base_url, timeout, recorder) as client:
         if fetch_all:
             pager = client.privacy_settings.iter_history(
                 limit=limit, pagination_token=pagination_token
             )
-            _emit(_paged(pager, "versions"), as_json, _versions_table)
+            _emit(_paged(pager, "versions"), recorder, "versions", _versions_table)
             return
         page = client.privacy_settings.history(limit=limit, pagination_token=pagination_token)
-        _emit(page.versions, as_json, _versions_table)
+        _emit([page], recorder, "versions", _versions_table)
         _hint_next(page.next_pagination_token)
 
 
@@ -279,17 +293,18 @@ def operations(
     pagination_token: str | None,
 ) -> None:
     """List operations, optionally filtered by state and type."""
-    with _client(api_key, base_url, timeout) as client:
+    recorder = LastResponse() if as_json else None
+    with _client(api_key, base_url, timeout, recorder) as client:
         if fetch_all:
             pager = client.operations.iter(
                 state=state, type=type_, limit=limit, pagination_token=pagination_token
             )
-            _emit(_paged(pager, "operations"), as_json, _operations_table)
+            _emit(_paged(pager, "operations"), recorder, "operations", _operations_table)
             return
         page = client.operations.list(
             state=state, type=type_, limit=limit, pagination_token=pagination_token
         )
-        _emit(page.operations, as_json, _operations_table)
+        _emit([page], recorder, "operations", _operations_table)
         _hint_next(page.next_pagination_token)
 
 
@@ -322,15 +337,14 @@ def serve_fake(host: str, port: int, api_key: str) -> None:
     """Serve the in-memory fake of the API (service_webhooks.testing.fake_api) over HTTP.
 
     Its sample data has 42 privacy settings versions and 62 operations. It prints
-    its base URL on stderr, then serves until Ctrl-C. Needs the 'asgi' extra.
+    its base URL on stderr, then serves until Ctrl-C or SIGTERM (exit status 0).
+    Needs the 'asgi' extra.
 
     \b
     Then, from another terminal:
       export SERVICE_API_KEY=test-key SERVICE_API_BASE_URL=http://127.0.0.1:8081
       service-webhooks api operations --state PENDING
     """
-    import socket
-
     import uvicorn
 
     try:
@@ -340,19 +354,16 @@ def serve_fake(host: str, port: int, api_key: str) -> None:
             f"the fake API needs starlette: pip install 'service-webhooks[asgi]' ({error})"
         ) from error
     try:
-        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = info[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-        except OSError:
-            sock.close()
-            raise
+        sock = bind(host, port)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"fake API: serving on http://{shown}:{bound} (API key: {api_key})", err=True)
-    config = uvicorn.Config(FakeAPI(api_key=api_key), lifespan="off", log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    config = uvicorn.Config(
+        FakeAPI(api_key=api_key),
+        lifespan="off",
+        log_config=log_config(level="WARNING"),
+        log_level="warning",
+    )
+    serve_until_stopped(uvicorn.Server(config), sock)

@@ -61,7 +61,7 @@ from service_webhooks.stores import redact_url
 
 from ._json import strict_loads
 from ._output import console as make_console
-from ._output import print_table
+from ._output import literal, print_table
 from ._secret import signing_secret_option
 
 __all__ = ["deliver", "trigger"]
@@ -124,10 +124,10 @@ def _attempt_line(console: Console, entry: AuditEntry, queued_at: float) -> None
     hours, rest = divmod(int(offset), 3600)
     style = _STYLES[entry.result]
     reason = _receiver_reason(entry.response)
-    said = f" [bold]{reason}[/bold]" if reason else ""
+    said = f" [bold]{literal(reason)}[/bold]" if reason else ""
     console.print(
         f"#{entry.attempt:<3} +{hours:02d}:{rest // 60:02d}:{rest % 60:02d} "
-        f"[{style}]{entry.result.value:<17}[/{style}] {entry.description}{said} "
+        f"[{style}]{entry.result.value:<17}[/{style}] {literal(entry.description)}{said} "
         f"[dim]({entry.duration * 1000:.0f} ms)[/dim]",
         highlight=False,
     )
@@ -189,7 +189,8 @@ def trigger(
         raise click.UsageError(str(error)) from None
     clock: Clock = VirtualClock() if fast else SystemClock()
     console.print(
-        f"[bold]{event.name}[/bold] v{event.version} {event.id} -> {redact_url(url)} "
+        f"[bold]{literal(event.name)}[/bold] v{event.version} {literal(event.id)} -> "
+        f"{literal(redact_url(url))} "
         f"({len(event.body)} bytes)"
     )
     delivery = asyncio.run(
@@ -206,7 +207,7 @@ def trigger(
         f"{len(delivery.attempts)} attempt(s)"
     )
     if last is not None and "reserved address" in last.description:
-        console.print(f"[dim]{_HINT}[/dim]")
+        make_console(stderr=True).print(f"[dim]{_HINT}[/dim]")
     if delivery.state is not DeliveryState.SUCCEEDED:
         raise SystemExit(1)
 
@@ -376,6 +377,14 @@ def _failed_duplicates(
     return sorted(failed, key=lambda item: item[0])
 
 
+def _not_delivered_line(number: int, event: OutboundEvent, why: str) -> str:
+    """``line N: name vV id ID: why`` as rich markup that prints every value as it is."""
+    return (
+        f"line {number}: {literal(event.name)} v{event.version} id {literal(event.id)}: "
+        f"{literal(why)}"
+    )
+
+
 @click.command()
 @_common
 @click.option(
@@ -478,19 +487,19 @@ def deliver(
     missing = _undelivered(events, emulator, payload_version)
     rows = _summary_rows(summary, len(events), len(missing))
     print_table(console, ["metric", "value"], rows, title="Delivery summary")
+    errors = make_console(stderr=True)
     if any("reserved address" in e.description for e in emulator.audit):
-        console.print(f"[dim]{_HINT}[/dim]")
+        errors.print(f"[dim]{_HINT}[/dim]")
     if audit_log is not None:
         try:
             audit_log.write_text(json.dumps(emulator.audit.to_json(), indent=1), encoding="utf-8")
         except OSError as error:
             raise click.ClickException(f"cannot write the audit log: {error}") from None
-        console.print(f"audit log: {audit_log} ({summary.attempts} attempts)")
-    errors = make_console(stderr=True)
+        console.print(f"audit log: {literal(audit_log)} ({summary.attempts} attempts)")
     if missing:
         errors.print(f"[red]{len(missing)} of {len(events)} event(s) not delivered:[/red]")
         for number, event, why in missing:
-            errors.print(f"line {number}: {event.name} v{event.version} id {event.id}: {why}")
+            errors.print(_not_delivered_line(number, event, why))
     failed_twins = _failed_duplicates(events, emulator, missing)
     if failed_twins:
         # The event itself was delivered, but the receiver did not accept its duplicate
@@ -500,6 +509,6 @@ def deliver(
             "delivered (duplicates the receiver did not accept):[/red]"
         )
         for number, event, why in failed_twins:
-            errors.print(f"line {number}: {event.name} v{event.version} id {event.id}: {why}")
+            errors.print(_not_delivered_line(number, event, why))
     if missing or summary.delivered != summary.deliveries:
         raise SystemExit(1)

@@ -54,6 +54,7 @@ from service_webhooks.stores import redact_url
 
 from ._output import cannot_open, print_table
 from ._output import console as make_console
+from ._serve import bind, log_config, serve_until_stopped
 
 __all__ = ["inbox"]
 
@@ -482,6 +483,11 @@ def serve(
     if receiver is not None and receiver.inbox is None:
         raise click.UsageError(f"{NO_INBOX}: it cannot replay from the dashboard")
     inbox = _open(store, create=True)  # before a password is made for nothing
+    try:  # before a password is made: a port in use is exit 1, port 0 is resolved
+        sock = bind(host, port)
+    except OSError as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from error
+    port = sock.getsockname()[1]
     credentials = basic_auth
     if credentials is None:
         credentials = "admin:" + secrets.token_urlsafe(12)
@@ -491,9 +497,14 @@ def serve(
     click.echo(f"inbox dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
     if prefix:
         click.echo(f"its links point below {prefix}/ (your proxy strips it)", err=True)
-    uvicorn.run(
-        app, host=host, port=port, log_level="warning", server_header=False, root_path=prefix
+    config = uvicorn.Config(
+        app,
+        log_config=log_config(level="WARNING"),
+        log_level="warning",
+        server_header=False,
+        root_path=prefix,
     )
+    serve_until_stopped(uvicorn.Server(config), sock)  # Ctrl-C or SIGTERM: exit 0
 
 
 def _root_path(text: str) -> str:

@@ -16,9 +16,7 @@ one line per request) goes to stderr, so stdout can be piped to ``jq``.
 
 from __future__ import annotations
 
-import copy
 import datetime
-import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +38,8 @@ from service_webhooks.stores import redact_url, store_from_url
 
 from ._output import cannot_open
 from ._secret import SECRET_ENVVAR, checked_secrets
+from ._serve import bind as _bind
+from ._serve import log_config, serve_until_stopped
 
 __all__ = ["listen"]
 
@@ -117,7 +117,8 @@ def listen(
 
     Deliveries are verified, deduplicated and answered exactly as in production
     (200 processed or duplicate, 401 bad signature or old timestamp, 400 malformed
-    envelope, 413 too large). Stop it with Ctrl-C.
+    envelope, 413 too large). Stop it with Ctrl-C or SIGTERM: requests in progress
+    are answered, then it exits with status 0.
 
     \b
     Try it from another terminal:
@@ -160,11 +161,11 @@ def listen(
     config = uvicorn.Config(
         app,
         lifespan="off",
-        log_config=_log_config(),
+        log_config=log_config(),
         access_log=True,
         server_header=False,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    serve_until_stopped(uvicorn.Server(config), sock)
 
 
 def _reachable(store: str) -> None:
@@ -249,40 +250,5 @@ def _not_found(path: str) -> ASGIApp:
     return app
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """Bind and listen before uvicorn starts, so port 0 is resolved and reported.
-
-    Raises:
-        OSError: The address is in use, not local, or does not resolve.
-    """
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def _log_config() -> dict[str, Any]:
-    """uvicorn's logging config with every handler on stderr, plus the receiver's logger."""
-    from uvicorn.config import LOGGING_CONFIG
-
-    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
-    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
-    config["loggers"]["service_webhooks"] = {
-        "handlers": ["default"],
-        "level": "INFO",
-        "propagate": False,
-    }
-    return config

@@ -37,6 +37,7 @@ import click
 import httpx
 
 from service_webhooks import ConfigurationError
+from service_webhooks._reporting import printable
 from service_webhooks.delivery import AttemptResult, Failure, Result, Sender
 from service_webhooks.delivery.endpoint import check_organization_id, check_url
 from service_webhooks.stores import redact_url
@@ -138,8 +139,8 @@ def send(
                 param_hint="--event",
             )
         body = envelope(event_name, _parse_json(data), version=event_version)
-    what = f"{event_name} v{event_version}" if event_name is not None else "body file"
-    click.echo(f"POST {redact_url(url)}  {what}  org {org}  ({len(body)} bytes)")
+    what = f"{printable(event_name)} v{event_version}" if event_name is not None else "body file"
+    click.echo(f"POST {printable(redact_url(url))}  {what}  org {org}  ({len(body)} bytes)")
     attempt = asyncio.run(
         _attempt(_sender(allow_private_destinations), url, body, secret, org, timestamp)
     )
@@ -147,8 +148,8 @@ def send(
     if attempt.failure is Failure.RESERVED_ADDRESS:
         click.echo(_HINT, err=True)
     text = attempt.response_snippet[:_SHOWN_RESPONSE].strip()
-    if text:
-        click.echo(f"response: {text}")
+    if text:  # the receiver's bytes: no line breaks or terminal escapes of its own
+        click.echo(f"response: {printable(text)}")
     raise SystemExit(0 if attempt.result is Result.SUCCESS else 1)
 
 

@@ -18,6 +18,7 @@ import importlib
 import json
 import os
 import re
+import socket
 import sqlite3
 import sys
 import textwrap
@@ -29,7 +30,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from click.testing import CliRunner, Result
 
 from service_webhooks import WebhookReceiver, sign
@@ -480,34 +480,45 @@ def get(app: Any, path: str, auth: tuple[str, str] | None) -> httpx.Response:
     return asyncio.run(ask())
 
 
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
-    """What ``uvicorn.run`` was called with, instead of serving."""
-    calls: list[tuple[Any, dict[str, Any]]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append((app, options)))
-    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
-    return calls
-
-
 def test_serve_makes_a_password_and_hands_the_dashboard_to_uvicorn(
     box: Box, served: list[tuple[Any, dict[str, Any]]]
 ) -> None:
-    result = run("serve", "--store", box.store, "--host", "localhost", "--port", "8123")
+    result = run("serve", "--store", box.store, "--host", "127.0.0.1", "--port", "0")
     [(app, options)] = served
+    port = options.pop("bound_port")
     assert options == {
-        "host": "localhost", "port": 8123, "log_level": "warning", "server_header": False,
+        "host": "127.0.0.1", "port": 0, "log_level": "warning", "server_header": False,
         "root_path": "",
     }  # fmt: skip
     made = re.search(r"no --basic-auth given: log in as admin:(\S+)\n", result.stderr)
     assert made is not None
     assert len(made[1]) >= 16
-    assert "inbox dashboard on http://localhost:8123/ (Ctrl-C to stop)" in result.stderr
+    assert port != 0  # the port the system chose, printed
+    assert f"inbox dashboard on http://127.0.0.1:{port}/ (Ctrl-C to stop)" in result.stderr
     assert get(app, "/", None).status_code == 401
     assert get(app, "/", ("admin", "wrong")).status_code == 401
     page = get(app, "/", ("admin", made[1]))
     assert page.status_code == 200
     assert box.ids["handler_failed"] in page.text
     assert "Webhook inbox" in page.text
+
+
+def test_serve_on_a_port_in_use_fails_before_making_a_password(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served: list[object] = []  # the real bind, and nothing served after it fails
+    inbox_command = importlib.import_module("service_webhooks.cli.inbox")
+    monkeypatch.setattr(inbox_command, "serve_until_stopped", lambda *args: served.append(args))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(
+            "serve", "--store", box.store, "--host", "127.0.0.1", "--port", str(port), code=1
+        )
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "log in as" not in result.stderr
+    assert served == []
 
 
 def test_serve_with_credentials_a_receiver_and_an_ipv6_host(
@@ -518,9 +529,9 @@ def test_serve_with_credentials_a_receiver_and_an_ipv6_host(
         "--receiver", f"{box.module}:receiver", "--title", "Ops hooks",
     )  # fmt: skip
     assert "log in as" not in result.stderr
-    assert "inbox dashboard on http://[::]:0/" in result.stderr
     [(app, options)] = served
     assert (options["host"], options["port"]) == ("::", 0)
+    assert f"inbox dashboard on http://[::]:{options['bound_port']}/" in result.stderr
     page = get(app, f"/d/{box.ids['handler_failed']}", ("ops", "pw-1"))
     assert page.status_code == 200
     assert "Ops hooks" in page.text

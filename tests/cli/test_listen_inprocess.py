@@ -29,6 +29,7 @@ from service_webhooks.cli import main
 SECRET = "whsec-listen-inprocess"
 ORG = "o-INPROC-eu1"
 listen_module = importlib.import_module("service_webhooks.cli.listen")  # not the command
+serve_module = importlib.import_module("service_webhooks.cli._serve")
 
 NOTE = b'{"eventName":"note.created","version":1,"data":{"id":"n-1","author":"a@b.c","text":"hi"}}'
 
@@ -268,7 +269,7 @@ def test_log_config_sends_everything_to_stderr_and_adds_the_library_logger() -> 
     from uvicorn.config import LOGGING_CONFIG
 
     before = json.dumps(LOGGING_CONFIG, sort_keys=True)
-    config = listen_module._log_config()
+    config = serve_module.log_config()
     assert config["handlers"]["access"]["stream"] == "ext://sys.stderr"
     assert config["handlers"]["default"]["stream"] == "ext://sys.stderr"
     assert config["loggers"]["service_webhooks"] == {

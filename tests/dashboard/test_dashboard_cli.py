@@ -44,16 +44,6 @@ def test_the_real_command_exits_non_zero_with_a_clear_error(tmp_path: Path) -> N
     assert not (tmp_path / "x.sqlite3").exists()  # refused before opening anything
 
 
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
-    calls: list[tuple[Any, dict[str, Any]]] = []
-    import uvicorn
-
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append((app, kwargs)))
-    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
-    return calls
-
-
 def test_credentials_from_the_option_or_the_environment(
     tmp_path: Path, served: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,7 +76,8 @@ def test_loopback_without_credentials_makes_a_random_password(
         assert "log in as admin:" in result.output
         passwords.add(result.output.split("log in as admin:")[1].split()[0])
     assert len(passwords) == 3
-    assert "http://[::1]:9/" in result.output
+    assert served[-1][1]["port"] == 9  # asked for; the fixture binds a free port instead
+    assert f"http://[::1]:{served[-1][1]['bound_port']}/" in result.output
 
 
 @pytest.mark.parametrize("value", ["nocolon", ":pw", "user:"])

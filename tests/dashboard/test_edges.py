@@ -122,16 +122,6 @@ def test_a_body_with_a_lone_surrogate_escape_has_a_detail_page(
 # -- inbox serve --root-path -----------------------------------------------------------
 
 
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
-    calls: list[tuple[Any, dict[str, Any]]] = []
-    import uvicorn
-
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append((app, kwargs)))
-    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
-    return calls
-
-
 @pytest.mark.parametrize(("given", "prefix"), [("/hooks/admin/", "/hooks/admin"), ("", "")])
 def test_serve_root_path_makes_links_point_below_the_proxy_prefix(
     tmp_path: Path, served: list[tuple[Any, dict[str, Any]]], given: str, prefix: str
