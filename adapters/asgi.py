@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from service_webhooks import Outcome, WebhookReceiver
 
+from . import require_extra
+
 if TYPE_CHECKING:  # Starlette is needed by webhook_routes only, imported when called
     from starlette.routing import Route
 
@@ -113,7 +115,9 @@ def webhook_routes(receiver: WebhookReceiver, path: str = "/webhooks") -> list[R
 
     Raises:
         ValueError: ``path`` does not start with ``/`` or is ``/``.
+        ImportError: Starlette is not installed (the message names the extra).
     """
+    require_extra("asgi", "starlette")
     from starlette.routing import Route
 
     if not path.startswith("/") or path.rstrip("/") == "":

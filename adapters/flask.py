@@ -39,15 +39,20 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from flask import Blueprint, Flask, Response, request
-from flask.blueprints import BlueprintSetupState
-from werkzeug.routing import Rule
-from werkzeug.wsgi import get_input_stream
+from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver, as_resolver
 
-from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver
-
+from . import require_extra
 from ._settings import unknown_settings
 from ._wsgi import body_reader, environ_headers
+
+try:
+    from flask import Blueprint, Flask, Response, request
+    from flask.blueprints import BlueprintSetupState
+    from werkzeug.routing import Rule
+    from werkzeug.wsgi import get_input_stream
+except ImportError:  # pragma: no cover - exercised only without the extra
+    require_extra("flask", "flask", "werkzeug")
+    raise
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
@@ -149,12 +154,33 @@ class ServiceWebhooks:
     ) -> WebhookReceiver:
         """A receiver from the ``SERVICE_WEBHOOKS_*`` keys of ``config`` (:data:`CONFIG_KEYS`),
         dispatching through ``router`` (its handlers) when given."""
-        if config.get("SERVICE_WEBHOOKS_SECRETS") is None:
-            raise ConfigurationError("set app.config['SERVICE_WEBHOOKS_SECRETS']")
+        _check_secrets(config.get("SERVICE_WEBHOOKS_SECRETS"))
         options = {
             arg: _parsed(key, arg, config[key]) for key, arg in CONFIG_KEYS.items() if key in config
         }
         return WebhookReceiver(**options, router=router)
+
+
+def _check_secrets(value: Any) -> None:
+    """Refuse a ``SERVICE_WEBHOOKS_SECRETS`` no receiver could verify with, naming the key.
+
+    Raises:
+        ConfigurationError: Missing, or refused by :func:`service_webhooks.as_resolver`
+            (the message names the key and never shows a secret); a number says that
+            ``from_prefixed_env`` parsed a secret of digits as JSON.
+    """
+    key = "app.config['SERVICE_WEBHOOKS_SECRETS']"
+    if value is None:
+        raise ConfigurationError(f"set {key}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ConfigurationError(
+            f"{key} is a number: from_prefixed_env() parses values as JSON, so quote a "
+            "secret made of digits ('\"123...\"') or set it as a str"
+        )
+    try:
+        as_resolver(value)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{key}: {error}") from None
 
 
 _INTEGERS = frozenset({"max_body_size", "unhandled_status"})

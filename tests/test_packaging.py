@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -94,14 +95,30 @@ def test_adapters_import_as_service_webhooks_adapters_only() -> None:
     assert result.stdout.strip() == "True"
 
 
-@pytest.mark.e2e
-def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
+# Not sources: what a build must neither read (setuptools puts whatever an old build/lib
+# holds, modules deleted since included, into the wheel) nor write into (the work tree).
+NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", ".tox", "build", "dist", "site", "*.egg-info", "__pycache__", ".*_cache",
+    "*.sqlite3", "*.sqlite3-*", ".coverage",
+)  # fmt: skip
+
+
+def build_wheel(outdir: Path) -> Path:
+    """The wheel built from a clean copy of the repository, in ``outdir``."""
+    source = outdir / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(outdir), str(source)],
         check=True,
         capture_output=True,
     )
-    [wheel] = tmp_path.glob("*.whl")
+    [wheel] = outdir.glob("*.whl")
+    return wheel
+
+
+@pytest.mark.e2e
+def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {
         "service_webhooks/adapters/" + str(path.relative_to(ROOT / "adapters"))
@@ -111,8 +128,15 @@ def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
     assert expected <= names, sorted(expected - names)
     core = {str(path.relative_to(ROOT)) for path in (ROOT / "service_webhooks").rglob("*.py")}
     assert core <= names, sorted(core - names)
+    stray = {name for name in names if name.endswith(".py")} - expected - core
+    assert stray == set()
+    dashboard = ROOT / "service_webhooks" / "dashboard"
+    data = {str(path.relative_to(ROOT)) for path in dashboard.rglob("*.*") if path.suffix != ".py"}
+    data = {name for name in data if "__pycache__" not in name}
+    assert data
+    assert data <= names, sorted(data - names)
     assert "service_webhooks/py.typed" in names
-    assert not any(name.startswith("adapters/") for name in names)
+    assert not any(name.startswith(("adapters/", "tests/", "docs/")) for name in names)
     # and the unpacked wheel imports its adapters (ahead of the editable install on sys.path)
     unpacked = tmp_path / "unpacked"
     zipfile.ZipFile(wheel).extractall(unpacked)
@@ -125,3 +149,106 @@ def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=unpacked
     )
     assert result.stdout.strip() == str(unpacked / "service_webhooks" / "adapters" / "asgi.py")
+
+
+def import_without(blocked: tuple[str, ...], code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter where importing any of ``blocked`` fails, as
+    it does when an extra is not installed (``sys.modules[name] = None``). It runs in
+    ``/``: from a source tree, its ``service_webhooks/`` would shadow the installed one."""
+    block = "".join(f"sys.modules[{name!r}] = None\n" for name in blocked)
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys\n{block}{code}"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+
+
+# (what a user imports, the modules an extra brings that are missing, that extra)
+MISSING_EXTRAS = [
+    ("import service_webhooks.cli", ("click",), "cli"),
+    ("import service_webhooks.cli", ("httpx",), "cli"),  # flask and celery bring click
+    ("import service_webhooks.cli", ("rich",), "cli"),
+    ("import service_webhooks.cli", ("uvicorn",), "cli"),
+    ("import service_webhooks.adapters.django", ("django",), "django"),
+    ("import service_webhooks.adapters.django.urls", ("django",), "django"),
+    ("from service_webhooks.adapters.django import receiver", ("django",), "django"),
+    ("import service_webhooks.api", ("httpx",), "http"),
+    ("import service_webhooks.delivery", ("httpx",), "http"),
+    ("import service_webhooks.dashboard", ("jinja2",), "dashboard"),
+    ("import service_webhooks.dashboard", ("starlette",), "dashboard"),
+    ("import service_webhooks.observability", ("opentelemetry",), "otel"),
+    ("import service_webhooks.handoff", ("celery",), "celery"),
+    ("from service_webhooks.stores import RedisStore", ("redis",), "redis"),
+    ("from service_webhooks.stores import PostgresStore", ("psycopg",), "postgres"),
+    ("from service_webhooks.inbox import PostgresInbox", ("psycopg",), "postgres"),
+    (
+        "from service_webhooks.stores import store_from_url; store_from_url('postgresql://h/db')",
+        ("psycopg",),
+        "postgres",
+    ),
+    ("import service_webhooks.adapters.flask", ("flask",), "flask"),
+    ("import service_webhooks.adapters.flask", ("werkzeug",), "flask"),
+    (
+        "from service_webhooks import WebhookReceiver\n"
+        "from service_webhooks.adapters.asgi import webhook_routes\n"
+        "webhook_routes(WebhookReceiver(secrets='whsec-x', store='memory'))",
+        ("starlette",),
+        "asgi",
+    ),
+    ("import service_webhooks.testing.fake_api", ("httpx",), "http,asgi"),
+    ("import service_webhooks.testing.fake_api", ("starlette",), "http,asgi"),
+]
+
+
+@pytest.mark.parametrize(("code", "blocked", "extra"), MISSING_EXTRAS)
+def test_a_missing_extra_is_named_in_the_import_error(
+    code: str, blocked: tuple[str, ...], extra: str
+) -> None:
+    result = import_without(blocked, code)
+    assert result.returncode == 1
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("ImportError: "), result.stderr
+    assert f"pip install 'service-webhooks[{extra}]'" in last_line
+
+
+DEVELOPMENT_EXTRAS = {"test", "bench", "fuzz", "lint", "docs"}
+
+
+def test_the_install_section_of_the_docs_names_every_user_extra() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    page = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    install = page.split("```console", 1)[1].split("```", 1)[0]
+    missing = [name for name in extras if name not in DEVELOPMENT_EXTRAS]
+    missing = [name for name in missing if f"[{name}]" not in install]
+    assert missing == []
+
+
+def test_the_build_requirement_reads_the_license_fields() -> None:
+    """``license = "MIT"`` and ``license-files`` (PEP 639) are read by setuptools 77 and
+    later; an older one, in a build without isolation, fails on ``project.license``."""
+    import re
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert isinstance(pyproject["project"]["license"], str)
+    [setuptools] = [r for r in pyproject["build-system"]["requires"] if r.startswith("setuptools")]
+    floor = re.fullmatch(r"setuptools>=(\d+)(?:\.\d+)*", setuptools)
+    assert floor, setuptools
+    assert int(floor[1]) >= 77
+
+
+def test_require_extra_names_the_missing_modules_and_the_extra() -> None:
+    from service_webhooks.adapters import require_extra
+
+    require_extra("asgi", "json")  # installed: nothing happens
+    with pytest.raises(ImportError) as raised:
+        require_extra("flask", "json", "no_such_module_here")
+    assert str(raised.value) == (
+        "service_webhooks.adapters.flask needs the 'flask' extra (no_such_module_here missing):"
+        " pip install 'service-webhooks[flask]'"
+    )

@@ -18,6 +18,10 @@
 work and its record in one transaction.
 """
 
-from .conf import receiver
+from .. import require_extra
+
+require_extra("django", "django")
+
+from .conf import receiver  # noqa: E402
 
 __all__ = ["receiver"]

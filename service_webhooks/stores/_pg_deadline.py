@@ -34,9 +34,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "PostgresStore and PostgresInbox need psycopg 3 and psycopg_pool:"
+        " pip install 'service-webhooks[postgres]'"
+    ) from error
 
 __all__ = ["Deadlines", "connection_kwargs"]
 

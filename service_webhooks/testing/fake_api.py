@@ -53,14 +53,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
-import httpx
 import msgspec
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+
+try:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
+except ImportError as error:  # pragma: no cover - exercised only without the extras
+    raise ImportError(
+        "service_webhooks.testing.fake_api needs httpx and Starlette:"
+        " pip install 'service-webhooks[http,asgi]'"
+    ) from error
 
 __all__ = [
     "STATES",
