@@ -1014,7 +1014,8 @@ class WebhookReceiver:
             for observer in observers:
                 try:
                     observer(record)
-                except Exception:
+                except Exception as error:  # its own traceback only, not the handler's
+                    error.__suppress_context__ = True  # (a failed delivery ends in an except)
                     logger.exception("service_webhooks: an outcome observer raised")
         return outcome
 

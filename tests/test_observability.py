@@ -241,6 +241,26 @@ def test_store_failure_names_the_event_and_the_cause(
     assert "redis went away" not in repr(record)
 
 
+def test_a_failing_observer_logs_its_own_traceback_not_the_handlers_again(
+    receiver: WebhookReceiver, signed: Signed, drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    @receiver.on_outcome
+    def broken(record: DeliveryRecord) -> None:
+        raise ValueError("observer bug")
+
+    def handler(event: Any) -> None:
+        raise KeyError("handler bug")
+
+    receiver.on("note.created", handler)
+    with caplog.at_level(logging.ERROR, "service_webhooks"):
+        assert drive(receiver, *signed()).status == 500
+    [logged] = [r for r in caplog.records if "observer raised" in r.getMessage()]
+    text = logging.Formatter().formatException(logged.exc_info)  # type: ignore[arg-type]
+    assert "observer bug" in text
+    assert "handler bug" not in text  # already logged once, with the handler failure
+    assert "During handling" not in text
+
+
 def test_a_failing_observer_is_logged_and_changes_nothing(
     receiver: WebhookReceiver,
     records: list[DeliveryRecord],
