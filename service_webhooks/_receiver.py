@@ -85,7 +85,14 @@ from ._outcome import (
     Outcome,
     outcome_for_error,
 )
-from ._recording import InboxConfig, Recorder, note_error, note_finish, open_inbox
+from ._recording import (
+    InboxConfig,
+    Recorder,
+    defer_report,
+    note_error,
+    note_finish,
+    open_inbox,
+)
 from ._renewal import Renewer
 from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record, printable
 from ._signing import (
@@ -1010,14 +1017,19 @@ class WebhookReceiver:
                 detail,
                 error_type,
             )
-            log_record(record)
-            for observer in observers:
-                try:
-                    observer(record)
-                except Exception as error:  # its own traceback only, not the handler's
-                    error.__suppress_context__ = True  # (a failed delivery ends in an except)
-                    logger.exception("service_webhooks: an outcome observer raised")
+            if self._recorder is None or not defer_report(record):
+                self._report(record)
         return outcome
+
+    def _report(self, record: DeliveryRecord) -> None:
+        """The one report of a delivery: its log line, then every outcome observer."""
+        log_record(record)
+        for observer in self._observers:
+            try:
+                observer(record)
+            except Exception as error:  # its own traceback only, not the handler's
+                error.__suppress_context__ = True  # (a failed delivery ends in an except)
+                logger.exception("service_webhooks: an outcome observer raised")
 
 
 def _shown(value: object) -> str:

@@ -34,9 +34,12 @@ import datetime
 import logging
 import time
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, overload
+
+import msgspec
 
 from ._dispatch import arun, run
 from ._envelope import decode_envelope
@@ -48,7 +51,7 @@ from ._idempotency import (
     describe,
     guard,
 )
-from ._outcome import Outcome, outcome_for_error
+from ._outcome import DeliveryRecord, Outcome, outcome_for_error
 from ._storage_url import POSTGRES_SCHEMES, scheme_of
 from .inbox._base import Inbox, ReceivedDelivery, Replay, from_micros, new_record_id
 from .inbox._sql import SQLInbox
@@ -73,6 +76,7 @@ _MAX_TRACEBACK = 16 * 1024  # characters of its traceback kept (the end: where i
 _INBOX_METHODS = ("record", "add_replay", "get", "search", "arecord", "count_rejected")
 
 _current: ContextVar[Note | None] = ContextVar("service_webhooks_inbox_note", default=None)
+_NO_SPAN: AbstractContextManager[object] = nullcontext()  # reusable: no tracer configured
 
 
 def open_inbox(
@@ -128,6 +132,7 @@ class Note:
         "live",
         "received",
         "recorded",
+        "report",
         "signature",
         "user_agent",
         "version",
@@ -155,6 +160,7 @@ class Note:
         self.error: BaseException | None = None
         self.live = live  # a delivery (not a replay): its record is still to be written
         self.recorded = False  # written with the completion (Recorder.complete)
+        self.report: DeliveryRecord | None = None  # reported once the answer is final
 
 
 def note_finish(
@@ -176,6 +182,18 @@ def note_finish(
     else:
         note.version, note.key, note.handler_time = version, key, handler_time
         note.detail, note.error_type = detail, error_type
+
+
+def defer_report(record: DeliveryRecord) -> bool:
+    """Called by the receiver's ``_finish``: keep ``record`` until the delivery is
+    recorded, since a failed record turns the answer into 503 and the log line, the
+    observers and the span must tell the answer sent. ``False``: no live delivery is
+    being recorded (a replay, or no inbox), so report it now."""
+    note = _current.get()
+    if note is None or not note.live:
+        return False
+    note.report = record
+    return True
 
 
 def note_error(error: BaseException) -> None:
@@ -280,22 +298,18 @@ class Recorder:
         reset = _current.set(note)
         try:
             tracer = receiver.tracer
-            if tracer is None:
-                outcome = receiver._process(body, signature, method, None)
-            else:
-                with tracer.delivery():
-                    outcome = receiver._process(body, signature, method, tracer)
+            with _NO_SPAN if tracer is None else tracer.delivery():
+                outcome = receiver._process(body, signature, method, tracer)
+                delivery = self._unwritten(note, outcome)
+                failure = None
+                if delivery is not None:
+                    try:
+                        self._record(delivery)
+                    except Exception as error:
+                        failure = error
+                outcome = self._settled(note, outcome, failure)  # reported in the span
         finally:
             _current.reset(reset)
-        if note.recorded:  # with the completion, in its transaction
-            return outcome
-        delivery = self._delivery(note, outcome)
-        if delivery is None:
-            return outcome
-        try:
-            self._record(delivery)
-        except Exception as error:
-            return _unrecorded(outcome, error)
         return outcome
 
     async def aprocess(
@@ -311,22 +325,39 @@ class Recorder:
         reset = _current.set(note)
         try:
             tracer = receiver.tracer
-            if tracer is None:
-                outcome = await receiver._aprocess(body, signature, method, None)
-            else:
-                with tracer.delivery():
-                    outcome = await receiver._aprocess(body, signature, method, tracer)
+            with _NO_SPAN if tracer is None else tracer.delivery():
+                outcome = await receiver._aprocess(body, signature, method, tracer)
+                delivery = self._unwritten(note, outcome)
+                failure = None
+                if delivery is not None:
+                    try:
+                        await self._arecord(delivery)
+                    except Exception as error:
+                        failure = error
+                outcome = self._settled(note, outcome, failure)
         finally:
             _current.reset(reset)
-        if note.recorded:  # with the completion, in its transaction
-            return outcome
-        delivery = self._delivery(note, outcome)
-        if delivery is None:
-            return outcome
-        try:
-            await self._arecord(delivery)
-        except Exception as error:
-            return _unrecorded(outcome, error)
+        return outcome
+
+    def _unwritten(self, note: Note, outcome: Outcome) -> ReceivedDelivery | None:
+        """The record still to write for this answer: ``None`` when the completion
+        wrote it (in its transaction) or when none is kept (a refusal before
+        authentication, counted instead)."""
+        return None if note.recorded else self._delivery(note, outcome)
+
+    def _settled(self, note: Note, outcome: Outcome, failure: Exception | None) -> Outcome:
+        """The answer to send (503 when the record could not be written: ``failure``),
+        and the one report of the delivery, which ``_finish`` deferred until now so that
+        the log line, the observers and the span tell that answer."""
+        if failure is not None:
+            outcome = _unrecorded(outcome, failure)
+        record = note.report
+        if record is not None:
+            if failure is not None:
+                record = msgspec.structs.replace(
+                    record, outcome=outcome, detail=_INBOX_DOWN, error_type=type(failure).__name__
+                )
+            self.receiver._report(record)
         return outcome
 
     def _record(self, delivery: ReceivedDelivery) -> None:
@@ -406,6 +437,9 @@ def _store_answered(delivery: ReceivedDelivery) -> bool:
     return delivery.reason != "store_unavailable"
 
 
+_INBOX_DOWN = "the inbox is unavailable"
+
+
 def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:
     """503: the delivery could not be recorded, so the service must send it again."""
     logger.error(
@@ -414,7 +448,7 @@ def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:
         # a driver's message may quote the row (the payload); the library's own names a fix
         describe(error) if isinstance(error, ConfigurationError) else type(error).__name__,
     )
-    answer = outcome_for_error(StoreError("the inbox is unavailable"))
+    answer = outcome_for_error(StoreError(_INBOX_DOWN))
     return Outcome(
         answer.status, answer.reason, answer.headers, outcome.event_name, outcome.organization_id
     )
