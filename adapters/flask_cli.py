@@ -63,10 +63,12 @@ def _inbox() -> tuple[WebhookReceiver, Inbox]:
 
 
 def _select(*filters: Any) -> Any:
+    """The query for the filters; a bad one is a usage error (exit 2), worded as by
+    ``service-webhooks inbox``."""
     try:
         return selection(*filters)
     except ValueError as error:
-        raise click.BadParameter(str(error)) from error
+        raise click.UsageError(str(error)) from None
 
 
 def _find(inbox: Inbox, prefix: str) -> Any:
@@ -146,7 +148,12 @@ def replay_command(
         return
     failed = 0
     for record in records:
-        outcome = receiver.replay(record.id, force=force)
+        try:
+            outcome = receiver.replay(record.id, force=force)
+        except KeyError:  # pruned since it was selected
+            click.echo(f"{record.id}\tnot in the receiver's inbox", err=True)
+            failed += 1
+            continue
         failed += not outcome.ok
         click.echo(replay_line(record, outcome))
     click.echo(replay_total(len(records), failed), err=True)

@@ -406,13 +406,16 @@ class WebhookReceiver:
         was verified (the timestamp is not checked again): decode, find handlers,
         claim the idempotency key, run, complete. So a delivery whose key was processed
         is a ``duplicate`` and runs nothing, unless ``force=True`` (its handlers then
-        run without a claim, the key staying done). A delivery answered ``unhandled``
+        run without a claim, the key staying done); so is one the inbox shows
+        processed after the store forgot its key (``retention``, 72 hours by
+        default, against the inbox's 30 days). A delivery answered ``unhandled``
         runs once its handler is registered. The replay (time, status, reason, whether
         forced) is appended to the record's ``replays``.
 
         Args:
             delivery_id: The record's full ID
-                (:attr:`~service_webhooks.inbox.ReceivedDelivery.id`).
+                (:attr:`~service_webhooks.inbox.ReceivedDelivery.id`); the commands
+                take a prefix, found with ``inbox.search(InboxQuery(id_prefix=...))``.
             force: Run the handlers even when the key is recorded as processed.
 
         Returns:

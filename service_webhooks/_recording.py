@@ -63,7 +63,7 @@ from .stores._sqlite import SQLiteStore
 if TYPE_CHECKING:
     from ._receiver import WebhookReceiver, _Plan
 
-__all__ = ["InboxConfig", "Note", "Recorder", "areplay", "open_inbox", "replay"]
+__all__ = ["InboxConfig", "Note", "Recorder", "areplay", "forced_replay", "open_inbox", "replay"]
 
 logger = logging.getLogger("service_webhooks")
 
@@ -76,6 +76,7 @@ _MAX_TRACEBACK = 16 * 1024  # characters of its traceback kept (the end: where i
 _INBOX_METHODS = ("record", "add_replay", "get", "search", "arecord", "count_rejected")
 
 _current: ContextVar[Note | None] = ContextVar("service_webhooks_inbox_note", default=None)
+_forcing: ContextVar[str | None] = ContextVar("service_webhooks_forced_replay", default=None)
 _NO_SPAN: AbstractContextManager[object] = nullcontext()  # reusable: no tracer configured
 
 
@@ -481,6 +482,14 @@ def _plan(receiver: WebhookReceiver, record: ReceivedDelivery, started: float) -
     return receiver._planned(envelope, organization_id, arrived, record.body, None, started)
 
 
+def forced_replay() -> str | None:
+    """A token unique to the forced replay whose handlers run now (``force=True`` on a
+    key already processed), else ``None``. :class:`~service_webhooks.handoff.CeleryHandoff`
+    hands it to its task, so the worker's own deduplication does not take the forced
+    run for a duplicate of the first one."""
+    return _forcing.get()
+
+
 def _forced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
     """Run the handlers of a key already processed (``force=True``): no claim is taken
     (the key stays done), the unit of work still wraps them, a failure is answered as
@@ -489,6 +498,7 @@ def _forced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
 
     handlers_started = perf_counter()
     unit = receiver.unit_of_work
+    forcing = _forcing.set(plan.token)
     try:
         if unit is None:
             run(plan.handlers, plan.event)
@@ -497,6 +507,8 @@ def _forced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Outcome:
                 run(plan.handlers, plan.event)
     except BaseException as error:
         return receiver._failed(plan, error, started, perf_counter() - handlers_started)
+    finally:
+        _forcing.reset(forcing)
     return receiver._answer(plan, receiver._processed, started, perf_counter() - handlers_started)
 
 
@@ -507,6 +519,7 @@ async def _aforced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Ou
     handlers_started = perf_counter()
     unit = receiver.unit_of_work
     in_thread = receiver.sync_handlers_in_thread
+    forcing = _forcing.set(plan.token)
     try:
         if unit is None:
             await arun(plan.handlers, plan.event, in_thread)
@@ -515,7 +528,22 @@ async def _aforced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Ou
                 await arun(plan.handlers, plan.event, in_thread)
     except BaseException as error:
         return receiver._failed(plan, error, started, perf_counter() - handlers_started)
+    finally:
+        _forcing.reset(forcing)
     return receiver._answer(plan, receiver._processed, started, perf_counter() - handlers_started)
+
+
+_DONE_REASONS = frozenset({"processed", "duplicate"})
+
+
+def _was_processed(record: ReceivedDelivery) -> bool:
+    """Whether the inbox itself shows this delivery's key processed: answered
+    ``processed`` or ``duplicate``, or replayed to ``processed``. The store forgets a
+    done key after its ``retention`` (72 hours by default) while the inbox keeps the
+    record 30 days: a replay without ``force`` then still runs nothing."""
+    return record.reason in _DONE_REASONS or any(
+        replay.reason == "processed" for replay in record.replays
+    )
 
 
 def _replay_of(note: Note, outcome: Outcome, forced: bool) -> Replay:
@@ -540,6 +568,8 @@ def replay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = False) 
         plan = _plan(receiver, record, started)
         if isinstance(plan, Outcome):
             outcome = plan
+        elif not force and _was_processed(record):
+            outcome = receiver._answer(plan, receiver._duplicate, started)
         else:
             outcome = receiver._execute(plan, started, None)
             if force and outcome.reason == "duplicate":
@@ -567,6 +597,8 @@ async def areplay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = 
         plan = _plan(receiver, record, started)
         if isinstance(plan, Outcome):
             outcome = plan
+        elif not force and _was_processed(record):
+            outcome = receiver._answer(plan, receiver._duplicate, started)
         else:
             outcome = await receiver._aexecute(plan, started, None)
             if force and outcome.reason == "duplicate":

@@ -49,6 +49,7 @@ from ._idempotency import (
     new_token,
 )
 from ._receiver import WebhookReceiver, require_positive_seconds
+from ._recording import forced_replay
 from ._renewal import Renewer
 from .stores import ClaimState, IdempotencyStore
 
@@ -140,8 +141,10 @@ class CeleryHandoff:
         self.on = self.router.on
         self.on_any = self.router.on_any
 
-        def handle_event(body: str, organization_id: str, timestamp: int, key: str) -> str:
-            return self.run(body, organization_id, timestamp, key)
+        def handle_event(
+            body: str, organization_id: str, timestamp: int, key: str, replay: str | None = None
+        ) -> str:
+            return self.run(body, organization_id, timestamp, key, replay=replay)
 
         self.task: Any = app.task(name=task_name, ignore_result=True, **options)(handle_event)
 
@@ -168,6 +171,8 @@ class CeleryHandoff:
         """Send ``event`` to the task; return once the broker accepted it.
 
         A receiver handler (sync: under ``aprocess`` it runs in a worker thread).
+        A forced replay (``receiver.replay(id, force=True)``) sends its own token along,
+        so the worker runs the handlers again instead of finding the event done.
 
         Raises:
             HandoffError: The broker refused or could not be reached within the retry
@@ -179,11 +184,11 @@ class CeleryHandoff:
             event.timestamp,
             event.idempotency_key,
         )
-        self._send(args, again=False)
+        self._send(args, forced_replay(), again=False)
 
-    def _send(self, args: tuple[str, str, int, str], *, again: bool) -> None:
-        """Publish the task with these arguments; ``again``: a copy sent back by the
-        worker, to run one lease later.
+    def _send(self, args: tuple[str, str, int, str], replay: str | None, *, again: bool) -> None:
+        """Publish the task with these arguments; ``replay``: the forced replay's token
+        (else ``None``); ``again``: a copy sent back by the worker, to run one lease later.
 
         Raises:
             HandoffError: The broker refused or could not be reached within the retry
@@ -192,6 +197,7 @@ class CeleryHandoff:
         try:
             self.task.apply_async(
                 args=args,
+                kwargs={} if replay is None else {"replay": replay},
                 countdown=self.lease if again else None,
                 queue=self.queue,
                 retry=True,
@@ -205,8 +211,20 @@ class CeleryHandoff:
 
     # -- the Celery worker -------------------------------------------------------------
 
-    def run(self, body: str, organization_id: str, timestamp: int, idempotency_key: str) -> str:
+    def run(
+        self,
+        body: str,
+        organization_id: str,
+        timestamp: int,
+        idempotency_key: str,
+        *,
+        replay: str | None = None,
+    ) -> str:
         """The task body: rebuild the event and run its handlers (in the worker).
+
+        ``replay`` is a forced replay's token: the worker-side claim is then
+        ``"task:" + key + ":replay:" + token``, so the forced run is deduplicated
+        against its own re-deliveries only, not against the event's first run.
 
         Returns:
             ``"processed"``, ``"duplicate"`` (worker-side store says done),
@@ -237,12 +255,15 @@ class CeleryHandoff:
         if store is None:
             self.router.dispatch(event)
             return "processed"
-        key, token = "task:" + idempotency_key, new_token()
+        key = "task:" + idempotency_key
+        if replay is not None:
+            key += ":replay:" + replay
+        token = new_token()
         state = guard(store.claim, key, token, self.lease)  # store down: StoreError, retried
         if state is ClaimState.DONE:
             return "duplicate"
         if state is ClaimState.IN_FLIGHT:
-            return self._run_again_later(body, organization_id, timestamp, idempotency_key)
+            return self._run_again_later(body, organization_id, timestamp, idempotency_key, replay)
         renewer = self._renewer_for(store)
         renewer.add(key, token)  # a slow handler keeps its claim past the lease
         try:
@@ -257,7 +278,12 @@ class CeleryHandoff:
         return "processed"
 
     def _run_again_later(
-        self, body: str, organization_id: str, timestamp: int, idempotency_key: str
+        self,
+        body: str,
+        organization_id: str,
+        timestamp: int,
+        idempotency_key: str,
+        replay: str | None,
     ) -> str:
         """Another worker holds the claim: send the task again, to run one lease later.
 
@@ -271,7 +297,7 @@ class CeleryHandoff:
         request = self.task.request
         if request.called_directly or request.is_eager:
             raise HandoffError("the same event is running in another worker")
-        self._send((body, organization_id, timestamp, idempotency_key), again=True)
+        self._send((body, organization_id, timestamp, idempotency_key), replay, again=True)
         return "in_flight"
 
     def _renewer_for(self, store: IdempotencyStore) -> Renewer:

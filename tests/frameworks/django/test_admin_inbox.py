@@ -202,8 +202,37 @@ def test_the_replay_command(kit: ModuleType, flaky: Flaky) -> None:
     ],
 )
 def test_the_replay_command_refuses_bad_arguments(argv: list[str], message: str) -> None:
-    with pytest.raises(CommandError, match=message):
+    with pytest.raises(CommandError, match=message) as raised:
         call_command("service_webhooks_replay", *argv, stdout=io.StringIO())
+    not_found = "no delivery" in message  # exit codes as `service-webhooks inbox replay`
+    assert raised.value.returncode == (1 if not_found else 2)
+
+
+def test_a_delivery_pruned_during_a_replay_is_reported_not_a_traceback(
+    kit: ModuleType, flaky: Flaky
+) -> None:
+    """A prune job may delete a selected delivery before its turn comes: it is named on
+    stderr and counted as not successful, and the others are still replayed."""
+    bodies = [kit.envelope("test.flaky"), kit.envelope("test.flaky")]
+    assert [deliver(kit, body) for body in bodies] == [500, 500]
+    first, second = (recorded(body).id for body in bodies)
+
+    def prune_meanwhile(event: Event[Any]) -> None:
+        ReceivedDeliveryRecord.objects.filter(id=second).delete()
+
+    flaky.fixed = True
+    receiver.on("test.flaky")(prune_meanwhile)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with pytest.raises(CommandError, match="did not succeed") as raised:
+            call_command("service_webhooks_replay", first, second, stdout=out, stderr=err)
+    finally:
+        receiver.remove(prune_meanwhile)
+    assert raised.value.returncode == 1
+    assert out.getvalue() == f"{first}\ttest.flaky\thandler_failed -> 200 processed\n"
+    assert err.getvalue() == (
+        f"{second}\tnot in the receiver's inbox\n2 replayed, 1 not successful\n"
+    )
 
 
 @pytest.mark.e2e

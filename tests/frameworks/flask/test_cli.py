@@ -16,7 +16,7 @@ from flask import Flask
 from service_webhooks import Event, sign
 from service_webhooks.adapters.flask import CONFIG_KEYS, ServiceWebhooks
 from service_webhooks.cli import main
-from service_webhooks.inbox import MemoryInbox, SQLiteInbox
+from service_webhooks.inbox import InboxQuery, MemoryInbox, SQLiteInbox
 
 SECRET = "whsec-flask-cli-0123456789abcdef0123456789abcdef"
 
@@ -218,6 +218,7 @@ FILTERS = "--status, --event or --organization"
         (["replay", "--since", "1h"], f"Error: --since selects with {FILTERS}"),
         (["replay", "zzz"], "Error: delivery ID 'zzz' is not a hex ID prefix"),
         (["show", "not-hex"], "Error: delivery ID 'not-hex' is not a hex ID prefix"),
+        (["list", "--status", "4xx", "--status", "5xx"], "Error: --status takes one status class"),
     ],
 )
 def test_replay_and_show_say_what_is_wrong(app: App, argv: list[str], message: str) -> None:
@@ -225,6 +226,24 @@ def test_replay_and_show_say_what_is_wrong(app: App, argv: list[str], message: s
     assert result.exit_code == 2
     assert message in result.output
     assert "id_prefix" not in result.output
+
+
+def test_a_delivery_pruned_during_a_replay_is_reported_not_a_traceback(app: App) -> None:
+    """A prune job may delete a selected delivery before its turn comes: it is named on
+    stderr, as by ``service-webhooks inbox replay``, and the others are still replayed."""
+    assert [app.deliver(envelope("note.created")) for _ in range(2)] == [500, 500]
+    second, first = app.inbox.search().items  # newest first; replayed oldest first
+    app.fixed = True
+    app.app.extensions["service_webhooks"].on("note.created")(
+        lambda event: app.inbox.purge(InboxQuery(id_prefix=second.id))
+    )
+    result = app.run("replay", "--status", "handler_failed")
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stdout == f"{first.id}\tnote.created\thandler_failed -> 200 processed\n"
+    assert result.stderr.startswith(
+        f"{second.id}\tnot in the receiver's inbox\n2 replayed, 1 not successful\n"
+    )
 
 
 def test_replay_usage_shows_the_ids_are_optional_and_repeatable(app: App) -> None:

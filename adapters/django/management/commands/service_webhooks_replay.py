@@ -1,7 +1,8 @@
 """``manage.py service_webhooks_replay (ID... | --status S [--since D]) [--event E]
 [--organization O] [--force] [--dry-run]``: run the project receiver's handlers again
 on received deliveries (its inbox), as ``service-webhooks inbox replay`` does, with the
-same lines."""
+same lines and exit codes: 1 when a delivery is not found or a replay did not succeed
+(not 2xx), 2 on a usage error."""
 
 from __future__ import annotations
 
@@ -54,7 +55,9 @@ class Command(BaseCommand):
                     options["status"], options["event"], options["organization"], options["since"]
                 )
                 records = list(every(inbox, query))[::-1]  # oldest first: arrival order
-        except (ValueError, LookupError) as error:
+        except ValueError as error:  # a usage error: exit 2, as `service-webhooks inbox replay`
+            raise CommandError(str(error), returncode=2) from error
+        except LookupError as error:  # no such delivery, or a prefix matching several: 1
             raise CommandError(str(error)) from error
         if options["dry_run"]:
             for record in records:
@@ -63,7 +66,12 @@ class Command(BaseCommand):
             return
         failed = 0
         for record in records:
-            outcome = receiver.replay(record.id, force=options["force"])
+            try:
+                outcome = receiver.replay(record.id, force=options["force"])
+            except KeyError:  # pruned since it was selected
+                self.stderr.write(f"{record.id}\tnot in the receiver's inbox")
+                failed += 1
+                continue
             failed += not outcome.ok
             self.stdout.write(replay_line(record, outcome))
         self.stderr.write(replay_total(len(records), failed))
