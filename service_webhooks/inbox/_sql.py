@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -61,6 +62,13 @@ _PROCESSED = [
 """The columns a processed delivery's record sets by parameter: the answer's status and
 reason are written into its SQL, ``detail`` and the error columns keep their defaults
 (``''``, ``NULL``)."""
+
+logger = logging.getLogger("service_webhooks")
+
+PRUNE_BATCH = 2000
+"""Most records one ``DELETE`` of a prune removes, oldest first: a prune's hold on the
+table (SQLite's write lock) and a delivery's automatic prune step stay short however
+large the backlog of expired records (a lowered retention, a first prune)."""
 
 _replays_decoder = msgspec.json.Decoder(tuple[Replay, ...])
 _encoder = msgspec.json.Encoder()
@@ -287,7 +295,7 @@ class SQLInbox(SyncInbox):
     def record(self, delivery: ReceivedDelivery) -> int:
         rows = self._delivery_query(self._insert, self._insert_values(delivery))
         if self._prune_due():
-            self.prune()
+            self._prune_step()
         return int(rows[0][0]) if rows else 1
 
     # -- joined writes: the record in the idempotency store's transaction ----------------
@@ -342,12 +350,23 @@ class SQLInbox(SyncInbox):
     def recorded(self) -> None:
         """A record was written through :meth:`record_statement`: prune when due."""
         if self._prune_due():
-            self.prune()
+            self._prune_step()
 
     async def arecorded(self) -> None:
         """Async twin of :meth:`recorded` (a due prune runs in a worker thread)."""
         if self._prune_due():
-            await asyncio.to_thread(self.prune)
+            await asyncio.to_thread(self._prune_step)
+
+    def _prune_step(self) -> None:
+        """The automatic prune, on a delivery's path: one batch of expired records (and
+        the ``max_bytes`` cap), bounded like the record; a failure is logged, never the
+        delivery's answer (its record is written)."""
+        try:
+            self._prune_batch(self._delivery_execute)
+            if self.max_bytes is not None:
+                self._prune_bytes()
+        except Exception as error:  # housekeeping: the answer stands
+            logger.warning("service_webhooks: inbox prune step failed: %s", type(error).__name__)
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
         params = [encode_replay(replay), delivery_id]
@@ -463,21 +482,41 @@ class SQLInbox(SyncInbox):
         return [self._row(row) for row in self._query(self._sql(statement), [*params, limit])]
 
     def prune(self) -> int:
+        deleted = 0
+        while True:  # in batches: no one statement holds the table for the whole backlog
+            batch = self._prune_batch(self._execute)
+            deleted += batch
+            if batch < PRUNE_BATCH:
+                break
+        if self.max_bytes is not None:
+            deleted += self._prune_bytes()
+        return deleted
+
+    def _prune_batch(self, execute: Any) -> int:
+        """Delete the oldest :data:`PRUNE_BATCH` records past retention with ``execute``."""
         table = self._table_sql()
         cutoff = to_micros(from_micros(int((self._now() - self.retention) * 1_000_000)))
-        deleted = self._execute(
-            self._sql(f"DELETE FROM {table} WHERE received_at < ?"), [self._time_param(cutoff)]
-        )
-        if self.max_bytes is not None:
-            deleted += self._execute(
+        return int(
+            execute(
                 self._sql(
-                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, SUM(size)"
-                    " OVER (ORDER BY received_at DESC, id DESC) AS running"
-                    f" FROM {table}) AS sized WHERE running > ?)"
+                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table}"
+                    f" WHERE received_at < ? ORDER BY received_at LIMIT {PRUNE_BATCH})"
                 ),
-                [self.max_bytes],
+                [self._time_param(cutoff)],
             )
-        return deleted
+        )
+
+    def _prune_bytes(self) -> int:
+        """Delete the oldest records past the ``max_bytes`` cap."""
+        table = self._table_sql()
+        return self._execute(
+            self._sql(
+                f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, SUM(size)"
+                " OVER (ORDER BY received_at DESC, id DESC) AS running"
+                f" FROM {table}) AS sized WHERE running > ?)"
+            ),
+            [self.max_bytes],
+        )
 
     def purge(self, query: InboxQuery | None = None) -> int:
         clauses, params = self._where(query)

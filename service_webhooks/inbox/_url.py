@@ -42,12 +42,14 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
     if scheme == "sqlite":
         return SQLiteInbox(sqlite_path(text, "inbox"))
     if scheme in POSTGRES_SCHEMES:
+        from ..stores._url import seconds_option
         from ._postgres import DEFAULT_POSTGRES_INBOX_TABLE, PostgresInbox
 
-        # ?table= names the idempotency store's table: dropped here, like ?inbox_table=
-        conninfo, ours = pop_query(text, "inbox_table", "table")
+        # ?table= names the idempotency store's table: dropped here, like ?inbox_table=;
+        # ?timeout= bounds the inbox's calls as it bounds the store's
+        conninfo, ours = pop_query(text, "inbox_table", "table", "timeout")
         table = ours.get("inbox_table", DEFAULT_POSTGRES_INBOX_TABLE)
-        inbox = PostgresInbox(conninfo, table=table)
+        inbox = PostgresInbox(conninfo, table=table, timeout=seconds_option(ours, 5.0))
         if create_schema:
             inbox.create_schema()
         return inbox

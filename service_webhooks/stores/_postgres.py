@@ -27,8 +27,12 @@ race) and runs again. Call :meth:`PostgresStore.create_schema` at deployment to 
 early, or run :meth:`PostgresStore.schema_sql` in your own migrations; when the table is missing and
 cannot be created, calls raise :class:`ConfigurationError` naming both fixes. Expired
 rows are deleted by
-:meth:`PostgresStore.prune` (call it from a periodic job) and every ``prune_every``
-claims.
+:meth:`PostgresStore.prune` (all of them: call it from a periodic job) and, every
+``prune_every`` claims, at most :data:`PRUNE_BATCH` of them, oldest first: a step whose
+work does not grow with a backlog of expired rows, so it stays well inside the
+statement timeout. A step that fails anyway is logged and does not fail the claim it
+followed (that claim is written: failing it would leave its key in flight, unanswered,
+for a whole lease).
 
 Every call is bounded client-side: it fails within ``timeout`` seconds (5 by default)
 in all, waiting for a pool connection included. A server that stops answering without
@@ -50,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import threading
 import weakref
@@ -70,7 +75,13 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
     ) from error
 
-__all__ = ["DEFAULT_TABLE", "SCHEMA_SQL", "PostgresStore"]
+__all__ = ["DEFAULT_TABLE", "PRUNE_BATCH", "SCHEMA_SQL", "PostgresStore"]
+
+logger = logging.getLogger("service_webhooks")
+
+PRUNE_BATCH = 2000
+"""Most expired rows one periodic prune step deletes (twice the rows ``prune_every``
+claims add at the default, so a backlog shrinks while new keys keep coming)."""
 
 DEFAULT_TABLE = "service_webhooks_idempotency"
 
@@ -112,6 +123,13 @@ ON CONFLICT (key) DO UPDATE
     WHERE t.token = excluded.token OR t.expires_at <= now()"""
 _RELEASE = "DELETE FROM {table} WHERE key = %(key)s AND token = %(token)s AND state = 'in_flight'"
 _PRUNE = "DELETE FROM {table} WHERE expires_at <= now()"
+# Oldest first through the expires_at index; SKIP LOCKED: two processes' steps (or a
+# claim taking an expired key over) never wait on each other's rows.
+_PRUNE_STEP = f"""
+DELETE FROM {{table}} WHERE expires_at <= now() AND key IN (
+    SELECT key FROM {{table}} WHERE expires_at <= now()
+    ORDER BY expires_at LIMIT {PRUNE_BATCH} FOR UPDATE SKIP LOCKED
+)"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
 _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
@@ -173,8 +191,9 @@ class PostgresStore:
         statement_timeout: Seconds after which the server cancels a statement (added
             to any ``options`` the connection string sets, e.g.
             ``options=-c synchronous_commit=off``).
-        prune_every: Delete expired rows once every this many successful claims made
-            by this object (0: never; call :meth:`prune` yourself).
+        prune_every: Delete at most :data:`PRUNE_BATCH` expired rows once every this
+            many successful claims made by this object (0: never; call :meth:`prune`
+            yourself).
 
     Raises:
         ConfigurationError: Neither ``conninfo``, ``pool`` nor ``apool``; a bad table
@@ -213,6 +232,7 @@ class PostgresStore:
         self._joined: dict[str, bytes] = {}  # complete_with's statements, built once
         self._release_sql = _RELEASE.format(table=quoted).encode()
         self._prune_sql = _PRUNE.format(table=quoted).encode()
+        self._prune_step_sql = _PRUNE_STEP.format(table=quoted).encode()
         self._conninfo = conninfo
         self._pool = pool
         self._own_pool = False
@@ -336,7 +356,10 @@ class PostgresStore:
         params = {"key": key, "token": token, "seconds": lease}
         state = _state(self._execute(self._claim_sql, params)[1])
         if state is ClaimState.NEW and self._prune_due():
-            self.prune()
+            try:
+                self.prune_step()
+            except (psycopg.Error, OSError) as error:
+                self._prune_failed(error)
         return state
 
     def complete(self, key: str, token: str, retention: float) -> bool:
@@ -393,6 +416,18 @@ class PostgresStore:
     def prune(self) -> int:
         """Delete every expired row now; returns how many were deleted."""
         return self._execute(self._prune_sql, {})[0]
+
+    def prune_step(self) -> int:
+        """Delete at most :data:`PRUNE_BATCH` expired rows, the oldest; returns how
+        many were deleted. What a claim runs every ``prune_every`` claims.
+
+        Raises:
+            psycopg.Error: As :meth:`prune`.
+        """
+        return self._execute(self._prune_step_sql, {})[0]
+
+    def _prune_failed(self, error: BaseException) -> None:
+        logger.warning("service_webhooks: prune step of %r failed: %s", self, type(error).__name__)
 
     def ping(self) -> None:
         """Connect once, outside the pool, and close: a wrong URL or a server that is
@@ -480,7 +515,10 @@ class PostgresStore:
         params = {"key": key, "token": token, "seconds": lease}
         state = _state((await self._aexecute(pool, self._claim_sql, params))[1])
         if state is ClaimState.NEW and self._prune_due():
-            await self._aexecute(pool, self._prune_sql, {})
+            try:
+                await self._aexecute(pool, self._prune_step_sql, {})
+            except (psycopg.Error, OSError) as error:
+                self._prune_failed(error)
         return state
 
     async def acomplete(self, key: str, token: str, retention: float) -> bool:

@@ -6,7 +6,9 @@ DO UPDATE … WHERE expired OR renewed by its owner`` statement). Not for severa
 machines: use the Redis or PostgreSQL store there. Expired rows are pruned by
 :meth:`SQLiteStore.prune` (the whole table) and, every ``prune_every`` claims, in the
 next :data:`PRUNE_SLICE` keys of the table (a sweep that wraps around: bounded work
-each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes).
+each time, and every row is looked at once every ``rows / PRUNE_SLICE`` prunes). Such a
+step that fails (the file locked past ``timeout``) is logged and does not fail the
+claim it followed, which is written.
 
 Under asyncio (``aclaim``, ``acomplete``, ``arelease``, ``acomplete_with``,
 ``awrite``) no call blocks on the lock or hops to a thread. Each call is queued for its
@@ -373,15 +375,26 @@ class SQLiteStore(SyncStore):
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
         state = self._claim(self._connection(), key, token, lease)
         if state is ClaimState.NEW and self._prune_due():
-            self.prune_step()
+            try:
+                self.prune_step()
+            except sqlite3.Error as error:
+                self._prune_failed(error)
         return state
+
+    def _prune_failed(self, error: sqlite3.Error) -> None:
+        """Log a periodic prune step that failed: the claim before it is written, and
+        failing it would leave its key in flight, unanswered, for a whole lease."""
+        logger.warning("service_webhooks: SQLite prune step of %s failed: %s", self.path, error)
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
         if "claim" in self._overridden:  # the override prunes, as claim does
             return await asyncio.to_thread(self.claim, key, token, lease)
         state = await self._on_loop(self._claim, key, token, lease)
         if state is ClaimState.NEW and self._prune_due():  # bounded work: on the loop
-            await self._twin("prune_step", self._prune_step)
+            try:
+                await self._twin("prune_step", self._prune_step)
+            except sqlite3.Error as error:
+                self._prune_failed(error)
         return state
 
     def _claim(

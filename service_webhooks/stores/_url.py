@@ -66,14 +66,14 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
         if scheme == "unix" and not rest[len("unix:") :].startswith("//"):
             rest = "unix://" + rest[len("unix:") :]  # urlunsplit drops an empty host's //
         prefix = options.get("prefix", DEFAULT_PREFIX)
-        return RedisStore.from_url(rest, prefix=prefix, timeout=_seconds(options, 5.0))
+        return RedisStore.from_url(rest, prefix=prefix, timeout=seconds_option(options, 5.0))
     if scheme in POSTGRES_SCHEMES:
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
         # ?inbox_table= names the inbox's table beside this store (inbox=True): not ours
         rest, options = pop_query(text, "table", "timeout", "inbox_table")
         table = options.get("table", DEFAULT_TABLE)
-        store = PostgresStore.from_url(rest, table=table, timeout=_seconds(options, 5.0))
+        store = PostgresStore.from_url(rest, table=table, timeout=seconds_option(options, 5.0))
         if create_schema:
             store.create_schema()
         return store
@@ -114,7 +114,13 @@ def store_from_env(default: str = f"sqlite:{DEFAULT_SQLITE_PATH}") -> Idempotenc
     return store_from_url(os.environ.get(ENV_VAR) or default)
 
 
-def _seconds(options: dict[str, str], default: float) -> float:
+def seconds_option(options: dict[str, str], default: float) -> float:
+    """The ``timeout`` of a storage URL's popped query options, in seconds (``default``
+    when absent); shared by the store and inbox URLs.
+
+    Raises:
+        ConfigurationError: The value is not a finite number of seconds above 0.
+    """
     text = options.get("timeout")
     if text is None:
         return default

@@ -24,7 +24,12 @@ pytest.importorskip("psycopg")
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from service_webhooks.stores._postgres import DEFAULT_TABLE, SCHEMA_SQL, PostgresStore
+from service_webhooks.stores._postgres import (
+    DEFAULT_TABLE,
+    PRUNE_BATCH,
+    SCHEMA_SQL,
+    PostgresStore,
+)
 
 Admin = psycopg.Connection[tuple[object, ...]]
 URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -136,6 +141,68 @@ def test_prune_every_n_claims(admin: Admin, schema: str) -> None:
     store.claim("y", "t", 60)  # third claim: prunes "old"
     keys = {row[0] for row in admin.execute(f"SELECT key FROM {schema}.keys")}  # noqa: S608
     assert keys == {"x", "y"}
+    store.close()
+
+
+def _expired_rows(admin: Admin, table: str, count: int) -> None:
+    admin.execute(
+        f"INSERT INTO {table} SELECT 'old' || g, 'done', 't', now() - interval '1 hour' - g * "  # noqa: S608
+        f"interval '1 ms' FROM generate_series(1, {count}) g"
+    )
+
+
+def _count(admin: Admin, query: str) -> object:
+    row = admin.execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_a_prune_step_deletes_a_bounded_batch_oldest_first(admin: Admin, schema: str) -> None:
+    table = f"{schema}.keys"
+    store = PostgresStore(URL, table=table)
+    store.create_schema()
+    _expired_rows(admin, table, PRUNE_BATCH + 300)
+    assert store.prune_step() == PRUNE_BATCH
+    left = _count(admin, f"SELECT min(key::text) FROM {table}")  # noqa: S608
+    assert _count(admin, f"SELECT count(*) FROM {table}") == 300  # noqa: S608
+    assert left is not None
+    assert int(str(left)[3:]) <= 300  # the newest expired stay
+    assert store.prune() == 300
+    store.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_prune_step_that_fails_does_not_fail_the_claim(
+    admin: Admin, schema: str, caplog: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    # An expired row locked by another transaction: a full DELETE waits on it until the
+    # statement timeout cancels it; the claim that came before it is written all the same.
+    table = f"{schema}.keys"
+    store = PostgresStore(URL, table=table, prune_every=1, statement_timeout=0.3)
+    store.create_schema()
+    _expired_rows(admin, table, 10)
+    with psycopg.connect(URL) as holder:
+        holder.execute(f"SELECT key FROM {table} WHERE key = 'old1' FOR UPDATE")  # noqa: S608
+        with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+            claimed = (
+                await store.aclaim("fresh", "tok", 60)
+                if use_async
+                else store.claim("fresh", "tok", 60)
+            )
+            assert claimed is ClaimState.NEW
+        assert _count(admin, f"SELECT count(*) FROM {table}") == 2  # noqa: S608
+        store._prune_step_sql = store._prune_sql  # the full DELETE: waits, then cancelled
+        with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+            claimed = (
+                await store.aclaim("next", "tok", 60)
+                if use_async
+                else store.claim("next", "tok", 60)
+            )
+        assert claimed is ClaimState.NEW
+        assert "prune step of PostgresStore(" in caplog.text
+        assert "QueryCanceled" in caplog.text
+        assert store.claim("next", "other", 60) is ClaimState.IN_FLIGHT
+    await store.aclose()
     store.close()
 
 

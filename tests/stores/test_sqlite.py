@@ -721,3 +721,32 @@ def test_write_without_waiting_tries_once_and_keeps_the_timeout_for_the_next_cal
     with closing(sqlite3.connect(path)) as other:
         assert other.execute("SELECT count(*) FROM notes").fetchone() == (1,)
     store.close()
+
+
+class _LockedWhilePruning(SQLiteStore):
+    """Another process takes the write lock between a claim and its prune step."""
+
+    def prune_step(self) -> int:
+        with closing(sqlite3.connect(self.path, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")
+            try:
+                return super().prune_step()
+            finally:
+                other.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_prune_step_that_fails_does_not_fail_the_claim(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    store = _LockedWhilePruning(tmp_path / "keys.sqlite3", prune_every=1, timeout=0.1)
+    with caplog.at_level("WARNING", logger="service_webhooks"):
+        if use_async:
+            claimed = await store.aclaim("k", "tok", 60)
+        else:
+            claimed = store.claim("k", "tok", 60)
+    assert claimed is ClaimState.NEW
+    assert "SQLite prune step of" in caplog.text
+    assert "database is locked" in caplog.text
+    assert store.complete("k", "tok", MIN_RETENTION)
+    assert store.claim("k", "other", 60) is ClaimState.DONE
