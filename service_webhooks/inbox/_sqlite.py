@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..stores._sqlite import SQLiteStore, connect
+from ..stores._sqlite import SQLiteStore, close_when_collected, connect
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
 
@@ -91,6 +91,7 @@ class SQLiteInbox(SQLInbox):
         self._clock = clock
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
+        close_when_collected(self, self._connections)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when no statement runs
         self._running = 0  # statements at work, in any thread
@@ -171,7 +172,8 @@ class SQLiteInbox(SQLInbox):
         finish first: a connection closed under one could crash the process."""
         with self._idle:
             self._idle.wait_for(lambda: not self._running)
-            connections, self._connections = self._connections, []
+            connections = self._connections[:]
+            self._connections.clear()
             for connection in connections:
                 connection.close()
             self._local = threading.local()

@@ -13,7 +13,7 @@ from service_webhooks.inbox import MemoryInbox
 from service_webhooks.inbox.commands import PRETTY_MIN, json_line, pretty_body, show_lines
 
 SECRET = "whsec-deep-0123456789abcdef0123456789abcdef"
-DEEP = b"[" * 5000 + b"]" * 5000  # past Python's recursion limit
+DEEP = b"[" * 100_000 + b"]" * 100_000  # past json's recursion limit on 3.11-3.13 (C frames)
 WIDE = b"[" + b",".join([b"[" * 400 + b"]" * 400] * 60) + b"]"  # 48 KB -> ~19 MB indented
 
 

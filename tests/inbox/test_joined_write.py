@@ -8,6 +8,7 @@ stays in flight, the answer is 503), and the separate ``record`` call is not mad
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -62,10 +63,17 @@ def _no_separate_record(inbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 # -- SQLite: store and inbox in one file ------------------------------------------------
 
 
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to ``path``, committed at the end of the block and then closed."""
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        yield connection
+
+
 def _refuse_records(inbox: SQLiteInbox, path: Path, when: str = "") -> None:
     """A trigger makes the database refuse the inbox's inserts (those matching ``when``)."""
     inbox.search()  # creates the table
-    with sqlite3.connect(path) as connection:
+    with _opened(path) as connection:
         connection.execute(
             f"CREATE TRIGGER refuse BEFORE INSERT ON service_webhooks_inbox {when} "
             "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
@@ -106,7 +114,7 @@ async def test_sqlite_processed_delivery_is_recorded_with_its_completion(
     assert (outcome.status, outcome.reason) == (200, "processed")
     [record] = inbox.search().items
     assert (record.reason, record.body, record.seen) == ("processed", body, 1)
-    with sqlite3.connect(path) as connection:
+    with _opened(path) as connection:
         states = connection.execute("SELECT state FROM service_webhooks_idempotency").fetchall()
     assert states == [("done",)]
     assert runs == ["n-1"]
@@ -123,7 +131,7 @@ async def test_sqlite_record_that_fails_rolls_the_completion_back_and_releases(
     outcome = await _deliver(receiver, _body("n-2"), run_async)
     assert (outcome.status, outcome.reason) == (503, "store_unavailable")
     assert runs == ["n-2"]  # the handler ran; the service sends the delivery again
-    with sqlite3.connect(path) as connection:
+    with _opened(path) as connection:
         states = connection.execute("SELECT state FROM service_webhooks_idempotency").fetchall()
         assert connection.execute("SELECT count(*) FROM service_webhooks_inbox").fetchone() == (0,)
     # not done: the completion was rolled back; the claim released, so a retry runs
@@ -225,7 +233,7 @@ def test_sqlite_complete_with_returns_false_for_another_claim(
     store.claim("k2", "theirs", 60)
     insert = "INSERT INTO marks (x) VALUES (?)"
     assert store.complete_with("k2", "mine", 60, insert, [1]) is False
-    with sqlite3.connect(path) as connection:
+    with _opened(path) as connection:
         assert connection.execute("SELECT count(*) FROM marks").fetchone() == (1,)
 
 
@@ -432,7 +440,7 @@ async def test_joined_records_hold_every_field_a_separate_record_holds(
         await pg_store.aclose()
         await pg_inbox.aclose()
     # the size each backend counts against max_bytes: the body (no traceback)
-    with sqlite3.connect(path) as connection:
+    with _opened(path) as connection:
         sizes = connection.execute("SELECT size FROM service_webhooks_inbox").fetchall()
     assert sizes == [(len(reference[0].body),)] * 2
     import psycopg
