@@ -8,7 +8,9 @@ re-claims the key with the *same* token every ``lease / 3`` seconds: the store
 contract treats a claim by the token that holds the key as a renewal (a new expiry,
 answer ``NEW``). Only a dead process stops renewing, so only its claim expires.
 
-One daemon thread per receiver does the renewing, started on first use. It wakes every
+One daemon thread per receiver does the renewing, started on first use. It holds the
+renewer only weakly, so a receiver that is no longer used (and its store) can be
+collected; the thread then ends at once. It wakes every
 ``lease / 3`` seconds and renews the claims that were already registered at its
 previous wake-up: those have run for at least one interval, and none runs longer than
 two intervals (two thirds of its lease) before its first renewal, then one between
@@ -30,6 +32,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+import weakref
 
 from ._exceptions import ConfigurationError
 from ._idempotency import describe
@@ -61,6 +64,7 @@ class Renewer:
         self._blocking = True  # False once the store refused a blocking call
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
+        self._gone = threading.Event()  # set once this renewer is collected: the thread ends
         self._renewing: str | None = None  # the token being renewed right now
         self._renewing_on: asyncio.AbstractEventLoop | None = None  # ...by a coroutine there
 
@@ -72,8 +76,12 @@ class Renewer:
             with self._wake:
                 if self._thread is None:
                     self._thread = threading.Thread(
-                        target=self._run, name="service-webhooks-renewer", daemon=True
+                        target=_renew_while_alive,
+                        args=(weakref.ref(self), self._gone, self._interval),
+                        name="service-webhooks-renewer",
+                        daemon=True,
                     )
+                    weakref.finalize(self, self._gone.set)  # not a bound method: no cycle
                     self._thread.start()
 
     def remove(self, token: str) -> None:
@@ -94,21 +102,16 @@ class Renewer:
                 while self._renewing == token:
                     self._wake.wait()
 
-    def _run(self) -> None:
-        seen: dict[str, tuple[str, asyncio.AbstractEventLoop | None]] = {}  # at the last wake
-        wake_at = time.monotonic()
-        while True:
-            wake_at += self._interval  # on a fixed beat: renewing takes no slack from it
-            delay = wake_at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            else:
-                wake_at -= delay  # late (a slow store): count the next beat from now
-            live = self._live.copy()  # one C call: atomic under the GIL
-            for token, claim in live.items():
-                if seen.get(token) == claim:
-                    self._renew_live(*claim, token)
-            seen = live
+    def _beat(
+        self, seen: dict[str, tuple[str, asyncio.AbstractEventLoop | None]]
+    ) -> dict[str, tuple[str, asyncio.AbstractEventLoop | None]]:
+        """One wake-up: renew the claims that were live at the previous one (``seen``);
+        returns the claims live now, the next beat's ``seen``."""
+        live = self._live.copy()  # one C call: atomic under the GIL
+        for token, claim in live.items():
+            if seen.get(token) == claim:
+                self._renew_live(*claim, token)
+        return live
 
     def _renew_live(self, key: str, loop: asyncio.AbstractEventLoop | None, token: str) -> None:
         """Renew one claim unless it was removed meanwhile; forget it once lost."""
@@ -167,3 +170,27 @@ class Renewer:
         if token not in self._live:
             return ClaimState.NEW  # removed: nothing to renew (and never after a release)
         return await self._store.aclaim(key, token, self._lease)
+
+
+def _renew_while_alive(
+    renewer_ref: weakref.ref[Renewer], gone: threading.Event, interval: float
+) -> None:
+    """The renewer thread: a beat every ``interval`` seconds, on a fixed schedule (renewing
+    takes no slack from it), until the renewer is collected (``gone``). Between beats it
+    holds no reference to the renewer, so neither the renewer nor its store is kept
+    alive by the thread."""
+    seen: dict[str, tuple[str, asyncio.AbstractEventLoop | None]] = {}  # at the last beat
+    wake_at = time.monotonic()
+    while True:
+        wake_at += interval
+        delay = wake_at - time.monotonic()
+        if delay > 0:
+            if gone.wait(delay):
+                return
+        else:
+            wake_at -= delay  # late (a slow store): count the next beat from now
+        renewer = renewer_ref()
+        if renewer is None:
+            return
+        seen = renewer._beat(seen)
+        del renewer  # not held while waiting for the next beat

@@ -90,3 +90,36 @@ def test_remove_waits_for_a_renewal_under_way() -> None:
     gate.set()
     assert removed.wait(5)
     remover.join(5)
+
+
+def test_a_receiver_no_longer_used_lets_its_thread_and_store_go() -> None:
+    import gc
+    import weakref
+
+    from service_webhooks import WebhookReceiver, sign
+
+    store = MemoryStore()
+    receiver = WebhookReceiver("s" * 32, store=store, lease=600)  # a beat every 200 s
+    receiver.on("note.created")(lambda event: None)
+    body = b'{"eventName":"note.created","version":1,"data":{"id":"n1","author":"a","text":"t"}}'
+    outcome = receiver.process(body, sign(body, "s" * 32, "org"))
+    assert outcome.reason == "processed"
+    thread = receiver._renewer._thread
+    assert thread is not None and thread.is_alive()
+    store_ref = weakref.ref(store)
+    del receiver, store, outcome
+    gc.collect()
+    thread.join(5)  # long before its next beat
+    assert not thread.is_alive()
+    assert store_ref() is None
+
+
+def test_a_renewer_in_use_keeps_renewing_after_a_collection() -> None:
+    import gc
+
+    store = Scripted(ClaimState.NEW)
+    renewer = Renewer(store, lease=0.15)
+    renewer.add("k", "t")
+    gc.collect()
+    assert wait_for(lambda: len(store.calls) >= 3)
+    renewer.remove("t")
