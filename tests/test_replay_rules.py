@@ -1,4 +1,6 @@
-"""A forced replay through ``CeleryHandoff`` runs the worker's handlers again."""
+"""Replays by the inbox's rules: without ``force`` a processed delivery stays a duplicate
+(even once the store has forgotten its key); with ``force`` its handlers run again,
+wherever they run (here, or behind ``CeleryHandoff``)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,12 @@ import json
 from typing import Any
 
 import pytest
+from freezegun import freeze_time
 
 from service_webhooks import Event, MemoryStore, WebhookReceiver, sign
 from service_webhooks.inbox import MemoryInbox
 
-SECRET = "whsec-replay-proposed"
+SECRET = "whsec-replay-rules"
 ORG = "o-REPLAY"
 BODY = json.dumps(
     {
@@ -19,6 +22,20 @@ BODY = json.dumps(
         "data": {"id": "n-1", "author": "a@b.c", "text": "t"},
     }
 ).encode()
+
+
+def test_a_delivery_processed_before_the_stores_retention_stays_a_duplicate() -> None:
+    runs: list[str] = []
+    receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=MemoryInbox())
+    receiver.on("note.created")(lambda event: runs.append(event.data.id))
+    with freeze_time("2026-01-01 12:00:00"):
+        assert receiver.process(BODY, sign(BODY, SECRET, ORG)).reason == "processed"
+        [record] = receiver.inbox.search().items  # type: ignore[union-attr]
+    with freeze_time("2026-01-11 12:00:00"):  # ten days on: the store forgot the key
+        assert receiver.replay(record.id).reason == "duplicate"
+        assert runs == ["n-1"]
+        assert receiver.replay(record.id, force=True).reason == "processed"
+    assert runs == ["n-1", "n-1"]
 
 
 def test_a_forced_replay_runs_the_celery_workers_handlers_again() -> None:
