@@ -105,7 +105,8 @@ def test_a_receiver_no_longer_used_lets_its_thread_and_store_go() -> None:
     outcome = receiver.process(body, sign(body, "s" * 32, "org"))
     assert outcome.reason == "processed"
     thread = receiver._renewer._thread
-    assert thread is not None and thread.is_alive()
+    assert thread is not None
+    assert thread.is_alive()
     store_ref = weakref.ref(store)
     del receiver, store, outcome
     gc.collect()
