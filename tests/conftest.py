@@ -131,4 +131,5 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
     monkeypatch.setattr(command, "bind", bind)
     monkeypatch.setattr(command, "serve_until_stopped", serve)
     monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", raising=False)
+    monkeypatch.delenv("SERVICE_WEBHOOKS_DASHBOARD_TRUSTED_ORIGINS", raising=False)
     return calls

@@ -406,6 +406,7 @@ def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) ->
 
 
 AUTH_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_AUTH"
+ORIGINS_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_TRUSTED_ORIGINS"
 
 
 def _is_loopback(host: str) -> bool:
@@ -447,6 +448,17 @@ def _is_loopback(host: str) -> bool:
     help="The path prefix a reverse proxy serves the dashboard under and strips "
     "(e.g. /webhooks/admin): its links and forms point below it.",
 )
+@click.option(
+    "--trusted-origin",
+    "trusted_origins",
+    multiple=True,
+    envvar=ORIGINS_ENVVAR,
+    show_envvar=True,
+    metavar="ORIGIN",
+    help="The scheme://host[:port] browsers reach the dashboard at through a reverse "
+    "proxy that rewrites the Host header (e.g. https://ops.example.com): replay forms "
+    "from it are accepted. Repeatable; the variable takes several, separated by spaces.",
+)
 def serve(
     store: str,
     receiver_spec: str | None,
@@ -455,6 +467,7 @@ def serve(
     basic_auth: str | None,
     title: str,
     root_path: str,
+    trusted_origins: tuple[str, ...],
 ) -> None:
     """Serve the inbox dashboard (list, detail and replay, overview) over HTTP.
 
@@ -475,9 +488,16 @@ def serve(
         import uvicorn
 
         from service_webhooks.dashboard import dashboard
+        from service_webhooks.dashboard._origins import parse_trusted_origins
     except ImportError as error:
         raise click.ClickException(
             "the dashboard needs the 'dashboard' extra: pip install 'service-webhooks[dashboard]'"
+        ) from error
+    try:
+        origins = parse_trusted_origins(trusted_origins)
+    except ConfigurationError as error:
+        raise click.BadParameter(
+            str(error).removeprefix("trusted origin "), param_hint="--trusted-origin"
         ) from error
     receiver = _load_receiver(receiver_spec) if receiver_spec else None
     if receiver is not None and receiver.inbox is None:
@@ -492,11 +512,19 @@ def serve(
     if credentials is None:
         credentials = "admin:" + secrets.token_urlsafe(12)
         click.echo(f"no --basic-auth given: log in as {credentials}", err=True)
-    app = dashboard(inbox, receiver=receiver, basic_auth=credentials, title=title)
+    app = dashboard(
+        inbox,
+        receiver=receiver,
+        basic_auth=credentials,
+        title=title,
+        trusted_origins=origins,
+    )
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"inbox dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
     if prefix:
         click.echo(f"its links point below {prefix}/ (your proxy strips it)", err=True)
+    if origins:
+        click.echo(f"replay forms are accepted from {', '.join(origins)} too", err=True)
     config = uvicorn.Config(
         app,
         log_config=log_config(level="WARNING"),

@@ -8,9 +8,10 @@ inbox only through its public query API (:mod:`service_webhooks.inbox`) and repl
 through :meth:`~service_webhooks.WebhookReceiver.areplay`.
 
 Every request must be authenticated (HTTP Basic credentials or an ``authorize(scope)``
-callable); replay is a POST carrying a CSRF token; pages are rendered by Jinja2 with
-autoescaping, served with a strict Content-Security-Policy, and use no JavaScript and no
-external resource.
+callable); replay is a POST carrying a CSRF token, from the dashboard's own origin (or
+one of its ``trusted_origins``, behind a proxy that rewrites ``Host``); pages are
+rendered by Jinja2 with autoescaping, served with a strict Content-Security-Policy, and
+use no JavaScript and no external resource.
 """
 
 from __future__ import annotations

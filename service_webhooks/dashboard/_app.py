@@ -25,10 +25,10 @@ import hashlib
 import hmac
 import inspect
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode
 
 import jinja2
 from starlette.requests import Request
@@ -39,6 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
 from service_webhooks.inbox.commands import pretty_body
+
+from ._origins import normalize_origin, parse_trusted_origins
 
 __all__ = ["SECURITY_HEADERS", "Authorize", "Dashboard", "dashboard"]
 
@@ -68,6 +70,12 @@ MAX_FORM_BYTES = 4096
 _CROSS_SITE = (
     "The request came from another site (its Origin or Sec-Fetch-Site header): replays "
     "are accepted only from the dashboard's own pages."
+)
+_PROXIED = (
+    "The page was loaded from {origin}, but the dashboard received the request for host "
+    "{host!r}: a reverse proxy changes the Host header. Start the dashboard with "
+    "--trusted-origin {origin} (dashboard(trusted_origins=[...]) in code), or have the "
+    "proxy pass the Host header on unchanged."
 )
 
 OK_REASONS = frozenset({"processed", "duplicate", "unhandled"})
@@ -214,7 +222,14 @@ def _basic_credentials(value: str | tuple[str, str]) -> tuple[bytes, bytes]:
 
 
 class Dashboard:
-    """The dashboard as an ASGI app (HTTP only). Build it with :func:`dashboard`."""
+    """The dashboard as an ASGI app (HTTP only). Build it with :func:`dashboard`.
+
+    Attributes:
+        inbox: The :class:`~service_webhooks.inbox.Inbox` shown.
+        receiver: The receiver replays run through, or ``None`` (no Replay button).
+        trusted_origins: The origins (``https://ops.example.com``, normalized) whose
+            replay forms are accepted besides the one of the ``Host`` received.
+    """
 
     def __init__(
         self,
@@ -226,9 +241,11 @@ class Dashboard:
         csrf_key: bytes,
         page_size: int,
         title: str,
+        trusted_origins: tuple[str, ...] = (),
     ) -> None:
         self.inbox = inbox
         self.receiver = receiver
+        self.trusted_origins = trusted_origins
         self.title = title
         self.page_size = page_size
         self._basic = basic_auth
@@ -323,7 +340,13 @@ class Dashboard:
 
     def _replay_refusal(self, request: Request, form: dict[str, list[str]]) -> str | None:
         """Why a replay form is refused (403), or ``None`` to accept it: a missing or
-        wrong token, or a form sent from another site (``Origin``, ``Sec-Fetch-Site``)."""
+        wrong token, or a form sent from another site.
+
+        ``Origin`` must be absent, ``null`` (what Chromium sends for the dashboard's
+        forms: its pages are ``Referrer-Policy: no-referrer``), name the ``Host``
+        received, or be one of :attr:`trusted_origins` (exactly); ``Sec-Fetch-Site``
+        must be absent, ``same-origin`` or ``none`` (a browser says ``same-origin``
+        through a proxy too: it compares the page's URL with the form's)."""
         token = form.get("csrf_token", [""])[0]
         expected = self.csrf_token(request)
         if not hmac.compare_digest(token.encode(), expected.encode()):
@@ -331,11 +354,14 @@ class Dashboard:
                 "The form's security token is missing or wrong: reload the page and press "
                 "Replay again."
             )
-        origin = request.headers.get("origin")
-        foreign = bool(origin) and origin != "null"
-        if foreign and urlsplit(origin or "").netloc != request.headers.get("host", ""):
-            return _CROSS_SITE
-        if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        fetch_site = request.headers.get("sec-fetch-site")
+        origin = request.headers.get("origin") or "null"
+        host = request.headers.get("host", "")
+        if origin != "null" and origin not in self.trusted_origins:
+            scheme, _, netloc = origin.partition("://")  # urlsplit raises on some values
+            if scheme not in ("http", "https") or netloc != host:
+                return _proxy_hint(origin, host) if fetch_site == "same-origin" else _CROSS_SITE
+        if fetch_site not in (None, "same-origin", "none"):
             return _CROSS_SITE
         return None
 
@@ -503,6 +529,20 @@ _SECURITY_NAMES = {name.encode() for name, _ in SECURITY_HEADERS}
 _SECURITY_RAW = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS]
 
 
+def _proxy_hint(origin: str, host: str) -> str:
+    """The refusal of a form whose browser says it is same-origin (``Sec-Fetch-Site``,
+    which no page can forge) while its ``Origin`` names another host than ``Host``: a
+    proxy rewrote ``Host``. The operator is told the option that fixes it; an
+    ``Origin`` that is no origin to trust gets the plain refusal."""
+    try:
+        public = normalize_origin(origin)
+    except ConfigurationError:
+        return _CROSS_SITE
+    if public != origin:  # browsers send origins serialized: not one
+        return _CROSS_SITE
+    return _PROXIED.format(origin=public, host=host)
+
+
 def _root(request: Request) -> str:
     """Where the dashboard is mounted (``""`` when served at ``/``)."""
     return str(request.scope.get("root_path", "")).rstrip("/")
@@ -596,6 +636,7 @@ def dashboard(
     csrf_key: bytes | None = None,
     page_size: int = 50,
     title: str = "Webhook inbox",
+    trusted_origins: Iterable[str] = (),
 ) -> Dashboard:
     """The dashboard over ``inbox``, as an ASGI app to mount or serve.
 
@@ -614,13 +655,21 @@ def dashboard(
             process. Give the same key to every worker process serving the dashboard.
         page_size: Deliveries per list page (1..1000).
         title: Shown in the header and the window title.
+        trusted_origins: The origins browsers reach the dashboard at through a reverse
+            proxy that rewrites ``Host`` (``["https://ops.example.com"]``:
+            ``scheme://host[:port]``, no path), whose replay forms are accepted although
+            their ``Origin`` names another host than the ``Host`` received. Compared
+            exactly with ``Origin`` (case and the default port normalized here); no
+            wildcard, and ``X-Forwarded-Host`` is never read. Default: none, only
+            forms whose ``Origin`` names the ``Host`` received.
 
     Returns:
         A :class:`Dashboard` (an ASGI app; HTTP and lifespan scopes).
 
     Raises:
         ConfigurationError: No inbox, a ``receiver`` that keeps none, no or both
-            authentication methods, a bad ``basic_auth`` or ``page_size``.
+            authentication methods, a bad ``basic_auth`` or ``page_size``, a
+            ``trusted_origins`` value that is not an origin (or one string, not a list).
     """
     if (basic_auth is None) == (authorize is None):
         raise ConfigurationError(
@@ -630,6 +679,7 @@ def dashboard(
         raise ConfigurationError("authorize must be a callable authorize(scope) -> bool")
     if not 1 <= page_size <= 1000:
         raise ConfigurationError("page_size must be 1..1000")
+    origins = parse_trusted_origins(trusted_origins)
     if isinstance(inbox, str):
         inbox = inbox_from_url(inbox)
     if inbox is None:
@@ -649,4 +699,5 @@ def dashboard(
         csrf_key=csrf_key if csrf_key is not None else secrets.token_bytes(32),
         page_size=page_size,
         title=title,
+        trusted_origins=origins,
     )
