@@ -110,8 +110,11 @@ def webhook_routes(receiver: WebhookReceiver, path: str = "/webhooks") -> list[R
     """Starlette routes answering deliveries on ``path`` and ``path + "/"``.
 
     Every method reaches the receiver (which answers 405 itself) and neither spelling
-    is redirected to the other. Needs Starlette (``pip install
-    'service-webhooks[asgi]'``).
+    is redirected to the other. The path followed by more slashes (``/webhooks//``) is
+    a 404, as from the Flask and Django adapters, not the 307 Starlette's
+    ``redirect_slashes`` answers (spec §7: no redirect is followed); a route of the
+    app that matches such a URL still wins, and ``redirect_slashes`` stays on for
+    every other URL. Needs Starlette (``pip install 'service-webhooks[asgi]'``).
 
     Raises:
         ValueError: ``path`` does not start with ``/`` or is ``/``.
@@ -122,9 +125,11 @@ def webhook_routes(receiver: WebhookReceiver, path: str = "/webhooks") -> list[R
 
     if not path.startswith("/") or path.rstrip("/") == "":
         raise ValueError("path must start with '/' and name a URL below the root")
+    from ._slashes import RepeatedSlashes
+
     app = WebhookApp(receiver)
     bare = path.rstrip("/")
-    return [Route(bare, app), Route(bare + "/", app)]
+    return [Route(bare, app), Route(bare + "/", app), RepeatedSlashes(bare)]
 
 
 def _below_root(scope: Scope) -> str:

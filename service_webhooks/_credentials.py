@@ -62,13 +62,21 @@ def check_organization_id(organization_id: str) -> None:
         )
 
 
+_YEAR_10000 = 253_402_300_800
+"""10000-01-01T00:00:00Z in Unix seconds: a stop date given as a number must be earlier,
+as any ``datetime`` is. A finite number from it on is milliseconds or a smaller unit
+(``time.time() * 1000``, JavaScript's ``Date.now()``: about 1.7e12 today), which read
+as seconds would keep a rotated-out secret verifying for tens of thousands of years."""
+
+
 def _stop_time(not_after: object) -> float | None:
     """A stop date as Unix seconds (``None``: never).
 
     Raises:
         ConfigurationError: A naive ``datetime``, NaN, a number out of the range of a
-            ``float``, or neither a ``datetime`` nor a number (``"2026"`` would be read
-            as 2026 s after 1970: a secret that never verified).
+            ``float``, a finite number from :data:`_YEAR_10000` on (milliseconds),
+            or neither a ``datetime`` nor a number (``"2026"`` would be read as 2026 s
+            after 1970: a secret that never verified).
     """
     if not_after is None:
         return None
@@ -90,11 +98,19 @@ def _stop_time(not_after: object) -> float | None:
             "float), not float NaN"
         )
     try:
-        return float(not_after)
+        seconds = float(not_after)
     except OverflowError:
         raise ConfigurationError(
             "Secret(not_after=...) is out of range: Unix seconds, such as time.time() + 90000"
         ) from None
+    if _YEAR_10000 <= seconds < math.inf:  # inf: never, as None
+        raise ConfigurationError(
+            f"Secret(not_after={not_after!r}) is past year 9999 as Unix seconds (above "
+            f"{_YEAR_10000 - 1}): milliseconds, such as time.time() * 1000 or "
+            "JavaScript's Date.now()? not_after is Unix seconds: divide by 1000 "
+            "(not_after / 1000), or pass an aware datetime"
+        )
+    return seconds
 
 
 class Secret:
@@ -106,13 +122,17 @@ class Secret:
             Kept byte for byte, whitespace included: a receiver's configuration
             refuses whitespace that cannot be meant (see :func:`configured_secret`).
         not_after: When the secret stops verifying: an aware ``datetime`` or Unix
-            seconds. ``None`` (the default) means it never expires. Used for the old
-            secret during rotation (spec §5.2).
+            seconds (``int`` or ``float``, before year 10000: at most 253402300799
+            and a fraction). ``None`` (the default) means it never expires. Used for the
+            old secret during rotation (spec §5.2).
 
     Raises:
         ConfigurationError: ``value`` is empty or of the wrong type, or ``not_after``
-            is a naive ``datetime``, NaN, out of the range of a ``float``, or neither a
-            ``datetime`` nor a number. The message never shows the value.
+            is a naive ``datetime``, NaN, out of the range of a ``float``, a finite
+            number later than year 9999 in seconds (milliseconds, such as
+            ``time.time() * 1000`` or JavaScript's ``Date.now()``: a secret that would
+            never stop verifying), or neither a ``datetime`` nor a number. The message
+            never shows the value.
     """
 
     __slots__ = ("not_after", "value")

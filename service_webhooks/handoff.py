@@ -56,9 +56,9 @@ from .stores import ClaimState, IdempotencyStore
 try:
     import celery  # type: ignore[import-untyped]
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "CeleryHandoff needs Celery: pip install 'service-webhooks[celery]'"
-    ) from error
+    from ._extras import missing_extra
+
+    raise missing_extra("celery", "celery", what="CeleryHandoff", cause=error) from error
 
 __all__ = ["DEFAULT_TASK_NAME", "CeleryHandoff", "HandoffError"]
 

@@ -47,9 +47,9 @@ try:
     from opentelemetry import metrics, trace
     from opentelemetry.trace import Span, Status, StatusCode
 except ImportError as error:  # pragma: no cover - exercised in a test with the module hidden
-    raise ImportError(
-        "service_webhooks.observability needs OpenTelemetry: pip install 'service-webhooks[otel]'"
-    ) from error
+    from ._extras import missing_extra
+
+    raise missing_extra("otel", "opentelemetry", what=__name__, cause=error) from error
 
 from . import __version__
 from ._events import Event

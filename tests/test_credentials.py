@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -148,6 +148,36 @@ def test_a_stop_date_that_is_no_time_is_refused(not_after: object) -> None:
 @pytest.mark.parametrize("not_after", [1_900_000_000, 1.9e9, float("inf")])
 def test_unix_seconds_are_a_stop_date(not_after: float) -> None:
     assert Secret(KEY, not_after=not_after).not_after == float(not_after)
+
+
+@pytest.mark.parametrize(
+    "not_after",
+    [time.time() * 1000, 1_900_000_000_000, 253_402_300_800, 1.9e15, 1.9e18, 1e300],
+    ids=["time.time()*1000", "ms", "year-10000", "us", "ns", "1e300"],
+)
+def test_a_stop_date_in_milliseconds_is_refused(not_after: float) -> None:
+    """``time.time() * 1000`` or JavaScript's ``Date.now()`` read as seconds is tens of
+    thousands of years away: the rotated-out secret would never stop verifying."""
+    with pytest.raises(
+        ConfigurationError, match=r"past year 9999.*253402300799.*milliseconds"
+    ) as raised:
+        Secret(KEY, not_after=not_after)
+    assert "/ 1000" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "not_after",
+    [
+        253_402_300_799,  # 9999-12-31T23:59:59Z, the last second a datetime holds
+        253_402_300_799.5,
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # 253402300800.0 as a float
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))),  # past the bound
+        -1_900_000_000_000,  # long past: stops nothing it should not
+    ],
+    ids=["last-second", "last-second-and-a-half", "datetime-max", "datetime-max-west", "past"],
+)
+def test_the_latest_stop_dates_are_accepted(not_after: datetime | float) -> None:
+    assert Secret(KEY, not_after=not_after).not_after is not None
 
 
 @pytest.mark.parametrize("organization_id", ["o,1", "", "org\u00e9", "o\n1"])

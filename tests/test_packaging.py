@@ -209,7 +209,10 @@ def test_a_missing_extra_is_named_in_the_import_error(
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("ImportError: "), result.stderr
-    assert f"pip install 'service-webhooks[{extra}]'" in last_line
+    # one wording everywhere: what needs the extra, the missing module, the command
+    extras = " and ".join(f"'{name}'" for name in extra.split(","))
+    assert f" needs the {extras} extra" in last_line
+    assert last_line.endswith(f" ({blocked[0]} missing): pip install 'service-webhooks[{extra}]'")
 
 
 DEVELOPMENT_EXTRAS = {"test", "bench", "fuzz", "lint", "docs"}
@@ -251,4 +254,27 @@ def test_require_extra_names_the_missing_modules_and_the_extra() -> None:
     assert str(raised.value) == (
         "service_webhooks.adapters.flask needs the 'flask' extra (no_such_module_here missing):"
         " pip install 'service-webhooks[flask]'"
+    )
+
+
+def test_the_core_and_the_adapters_word_a_missing_extra_alike() -> None:
+    """The adapters may not import the core's private helper: the same text, pinned."""
+    from service_webhooks._extras import missing_extra, require_extra
+    from service_webhooks.adapters import require_extra as adapters_require_extra
+
+    require_extra("asgi", "json", what="x")  # installed: nothing happens
+    with pytest.raises(ImportError) as adapter:
+        adapters_require_extra("flask", "json", "no_such_module_here")
+    with pytest.raises(ImportError) as core:
+        require_extra(
+            "flask", "json", "no_such_module_here", what="service_webhooks.adapters.flask"
+        )
+    assert str(core.value) == str(adapter.value)
+    assert str(missing_extra("http,asgi", "no_such_a", "no_such_b", what="X")) == (
+        "X needs the 'http' and 'asgi' extras (no_such_a, no_such_b missing):"
+        " pip install 'service-webhooks[http,asgi]'"
+    )
+    broken = ImportError("libpq not found")  # installed, but its import fails
+    assert str(missing_extra("postgres", "json", what="Y", cause=broken)) == (
+        "Y needs the 'postgres' extra (libpq not found): pip install 'service-webhooks[postgres]'"
     )

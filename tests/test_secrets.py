@@ -191,7 +191,7 @@ def test_core_scenarios_leak_nothing(logs: Capture, config: str) -> None:
 def test_reprs_and_strs(tmp_path: Any) -> None:
     objects: list[Any] = [
         Secret(CURRENT),
-        Secret(CURRENT.encode(), not_after=1e12),
+        Secret(CURRENT.encode(), not_after=1.9e9),
         [Secret(CURRENT), Secret(OLD)],
         as_resolver(CURRENT),
         as_resolver([CURRENT, OLD]),

@@ -18,9 +18,9 @@ from __future__ import annotations
 try:
     import httpx  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "service_webhooks.api needs the 'http' extra: pip install 'service-webhooks[http]'"
-    ) from error
+    from .._extras import missing_extra
+
+    raise missing_extra("http", "httpx", what=__name__, cause=error) from error
 
 from .aclient import AsyncClient, AsyncOperations, AsyncPrivacySettings
 from .client import Client, Operations, PrivacySettings

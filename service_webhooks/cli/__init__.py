@@ -6,16 +6,13 @@ Each command lives in its own module of this package and is registered on
 
 from __future__ import annotations
 
-from importlib.util import find_spec
+from .. import _extras
 
 # Flask and Celery bring click without the rest: check every module of the extra, by
 # name only (importing uvicorn here would slow down `service-webhooks --help`).
-_MISSING = [name for name in ("click", "rich", "httpx", "uvicorn") if find_spec(name) is None]
-if _MISSING:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        f"the service-webhooks command needs the 'cli' extra (missing: {', '.join(_MISSING)}):"
-        " pip install 'service-webhooks[cli]'"
-    )
+_extras.require_extra(
+    "cli", "click", "rich", "httpx", "uvicorn", what="the service-webhooks command"
+)
 
 import click  # noqa: E402
 

@@ -33,6 +33,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookError
+from service_webhooks._extras import missing_extra
 from service_webhooks.api import (
     APIStatusError,
     Client,
@@ -350,9 +351,8 @@ def serve_fake(host: str, port: int, api_key: str) -> None:
     try:
         from service_webhooks.testing.fake_api import FakeAPI
     except ImportError as error:
-        raise click.ClickException(
-            f"the fake API needs starlette: pip install 'service-webhooks[asgi]' ({error})"
-        ) from error
+        missing = missing_extra("asgi", "starlette", what="the fake API", cause=error)
+        raise click.ClickException(str(missing)) from error
     try:
         sock = bind(host, port)
     except OSError as error:

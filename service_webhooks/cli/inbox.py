@@ -27,6 +27,7 @@ import click
 from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookReceiver
+from service_webhooks._extras import missing_extra
 from service_webhooks._recording import NO_INBOX
 from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
 from service_webhooks.inbox import (
@@ -490,9 +491,10 @@ def serve(
         from service_webhooks.dashboard import dashboard
         from service_webhooks.dashboard._origins import parse_trusted_origins
     except ImportError as error:
-        raise click.ClickException(
-            "the dashboard needs the 'dashboard' extra: pip install 'service-webhooks[dashboard]'"
-        ) from error
+        missing = missing_extra(
+            "dashboard", "jinja2", "starlette", what="the dashboard", cause=error
+        )
+        raise click.ClickException(str(missing)) from error
     try:
         origins = parse_trusted_origins(trusted_origins)
     except ConfigurationError as error:

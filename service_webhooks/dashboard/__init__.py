@@ -20,8 +20,9 @@ try:
     import jinja2  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised only without the extra
+    # the core's wording (service_webhooks._extras), which this layer may not import
     raise ImportError(
-        "service_webhooks.dashboard needs the 'dashboard' extra: "
+        f"service_webhooks.dashboard needs the 'dashboard' extra ({error.name} missing): "
         "pip install 'service-webhooks[dashboard]'"
     ) from error
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 try:
     import httpx as _httpx  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "service_webhooks.delivery needs httpx: pip install 'service-webhooks[http]'"
-    ) from error
+    from .._extras import missing_extra
+
+    raise missing_extra("http", "httpx", what=__name__, cause=error) from error
 
 from .addresses import (
     RESERVED_IPV4,

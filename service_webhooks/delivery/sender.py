@@ -38,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
+import functools
+import logging
 import re
 import ssl
 import time
@@ -68,6 +70,8 @@ DEFAULT_DEADLINE = 10.0
 
 USER_AGENT = "service-webhooks-emulator"
 """The ``User-Agent`` the emulator sends."""
+
+logger = logging.getLogger("service_webhooks")
 
 _UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EHOSTDOWN, errno.ENETDOWN}
 
@@ -159,16 +163,45 @@ class _RecordingBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+_HOOK = ("_pool", "_network_backend")
+"""Where the stream wrapper goes: ``AsyncHTTPTransport._pool._network_backend``, private
+attributes of httpx 0.2x and httpcore 1.x (no public hook sees a 1xx status line)."""
+
+
 def _recording_transport(
     verify: ssl.SSLContext | bool, limits: httpx.Limits
 ) -> httpx.AsyncHTTPTransport:
-    """httpx's own transport, its pool's streams wrapped to see 1xx status lines."""
+    """httpx's own transport, its pool's streams wrapped to see 1xx status lines.
+
+    Where the installed httpx or httpcore no longer has :data:`_HOOK`, the transport is
+    returned unwrapped and a WARNING is logged once per process (the detection would
+    otherwise turn off silently): every final status still counts, but a lone 1xx is
+    then reported as the connection failure the client saw (temporary, retried) rather
+    than as its status (permanent, spec §7).
+    """
     transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, trust_env=False)
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, httpcore.AsyncNetworkBackend):  # httpcore 1.x
-        pool._network_backend = _RecordingBackend(backend)  # type: ignore[union-attr]
+    pool = getattr(transport, _HOOK[0], None)
+    backend = getattr(pool, _HOOK[1], None)
+    if isinstance(backend, httpcore.AsyncNetworkBackend):
+        setattr(pool, _HOOK[1], _RecordingBackend(backend))
+    else:
+        _warn_unhooked()
     return transport
+
+
+@functools.cache
+def _warn_unhooked() -> None:
+    """Log, once, that :data:`_HOOK` is missing (see :func:`_recording_transport`)."""
+    logger.warning(
+        "service_webhooks.delivery: httpx %s / httpcore %s has no AsyncHTTPTransport.%s "
+        "to wrap: a 1xx status with no final response after it is reported as a "
+        "connection failure (temporary, retried) instead of its status (a permanent "
+        "failure, spec §7); every other answer is unaffected. Install the httpx and "
+        "httpcore the emulator supports: pip install 'httpx>=0.27,<1' 'httpcore>=1,<2'",
+        httpx.__version__,
+        getattr(httpcore, "__version__", "?"),
+        ".".join(_HOOK),
+    )
 
 
 @dataclass(frozen=True, slots=True)

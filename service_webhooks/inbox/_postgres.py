@@ -32,8 +32,10 @@ try:
     import psycopg
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "PostgresInbox needs psycopg 3 and psycopg_pool: pip install 'service-webhooks[postgres]'"
+    from .._extras import missing_extra
+
+    raise missing_extra(
+        "postgres", "psycopg", "psycopg_pool", what="PostgresInbox", cause=error
     ) from error
 
 __all__ = ["DEFAULT_POSTGRES_INBOX_TABLE", "PostgresInbox", "schema_sql"]

@@ -39,9 +39,10 @@ try:
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "PostgresStore and PostgresInbox need psycopg 3 and psycopg_pool:"
-        " pip install 'service-webhooks[postgres]'"
+    from .._extras import missing_extra
+
+    raise missing_extra(
+        "postgres", "psycopg", "psycopg_pool", what="a PostgreSQL store or inbox", cause=error
     ) from error
 
 __all__ = ["Deadlines", "connection_kwargs"]

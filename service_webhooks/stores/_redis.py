@@ -43,7 +43,9 @@ try:
     from redis.backoff import ExponentialWithJitterBackoff
     from redis.retry import Retry
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError("RedisStore needs redis-py: pip install 'service-webhooks[redis]'") from error
+    from .._extras import missing_extra
+
+    raise missing_extra("redis", "redis", what="RedisStore", cause=error) from error
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
 

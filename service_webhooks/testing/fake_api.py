@@ -64,10 +64,9 @@ try:
     from starlette.routing import Route
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as error:  # pragma: no cover - exercised only without the extras
-    raise ImportError(
-        "service_webhooks.testing.fake_api needs httpx and Starlette:"
-        " pip install 'service-webhooks[http,asgi]'"
-    ) from error
+    from .._extras import missing_extra
+
+    raise missing_extra("http,asgi", "httpx", "starlette", what=__name__, cause=error) from error
 
 __all__ = [
     "STATES",

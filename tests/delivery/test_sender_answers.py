@@ -5,6 +5,7 @@ connection verified for one host name never reused for another."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -95,6 +96,64 @@ async def test_a_1xx_followed_by_a_final_response_is_that_response(
     async with loopback_sender(deadline=3) as sender:
         outcome = await sender.send(url, BODY, secret="s", organization_id="o")
     assert (outcome.status, outcome.result) == (204, Result.SUCCESS)
+
+
+def test_the_1xx_hook_is_in_place_on_the_installed_httpcore(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The lone-1xx detection wraps a private attribute of httpx's transport: a release
+    that moves it fails here by name, not as a 1xx test that reports a disconnect."""
+    import httpx
+
+    from service_webhooks.delivery import sender
+
+    caplog.set_level(logging.WARNING, logger="service_webhooks")
+    transport = sender._recording_transport(True, httpx.Limits())
+    pool = getattr(transport, sender._HOOK[0])
+    assert isinstance(getattr(pool, sender._HOOK[1]), sender._RecordingBackend)
+    assert caplog.records == []
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("interim", [100, 103])
+async def test_a_moved_1xx_hook_is_a_warning_and_deliveries_still_work(
+    interim: int,
+    scripted: Any,
+    loopback_sender: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """If httpx or httpcore renames the attribute the detection hooks, it cannot turn
+    off silently: one WARNING per process says what is lost, and every final status
+    still counts (an interim response before it is skipped, spec §7)."""
+    from service_webhooks.delivery import sender
+
+    monkeypatch.setattr(sender, "_HOOK", ("_pool", "_renamed_network_backend"))
+    sender._warn_unhooked.cache_clear()
+    caplog.set_level(logging.WARNING, logger="service_webhooks")
+    raw = f"HTTP/1.1 {interim} Info\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+    url = await scripted(answer(raw.encode()))
+    for _ in range(2):  # two senders, two transports: one warning
+        async with loopback_sender(deadline=3) as client:
+            outcome = await client.send(url, BODY, secret="s", organization_id="o")
+        assert (outcome.status, outcome.result) == (200, Result.SUCCESS)
+    sender._warn_unhooked.cache_clear()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "_renamed_network_backend" in warnings[0].getMessage()
+    assert "1xx" in warnings[0].getMessage()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("interim", [100, 103])
+async def test_an_interim_response_before_the_final_one_is_skipped(
+    interim: int, scripted: Any, loopback_sender: Any
+) -> None:
+    raw = f"HTTP/1.1 {interim} Info\r\nlink: </a.css>\r\n\r\nHTTP/1.1 409 Conflict\r\n\r\n"
+    url = await scripted(answer(raw.encode()))
+    async with loopback_sender(deadline=3) as sender:
+        outcome = await sender.send(url, BODY, secret="s", organization_id="o")
+    assert (outcome.status, outcome.result) == (409, Result.PERMANENT_FAILURE)
 
 
 @pytest.mark.e2e

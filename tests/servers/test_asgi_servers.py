@@ -101,6 +101,18 @@ def test_both_spellings_are_processed_never_redirected(
     assert len(calls(plain)) == before + 1
 
 
+@pytest.mark.parametrize("path", ["/webhooks//", "/webhooks///"])
+def test_repeated_trailing_slashes_are_404_never_redirected(
+    kit: ModuleType, plain: Any, path: str
+) -> None:
+    """Starlette's ``redirect_slashes`` would answer 307 to ``/webhooks`` (spec §7)."""
+    before = len(calls(plain))
+    body = note()
+    answer = kit.raw_request(plain.port, kit.signed_head("POST", path, body), body)
+    assert answer.status == 404, answer.headers
+    assert len(calls(plain)) == before
+
+
 @pytest.mark.parametrize("method", ["post", "Post", "GET", "PUT"])
 def test_a_method_other_than_post_is_405_under_uvicorn(
     kit: ModuleType, plain: Any, method: str

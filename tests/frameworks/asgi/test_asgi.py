@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from service_webhooks import MAX_BODY_SIZE, Event, MemoryStore, WebhookReceiver
-from service_webhooks.adapters.asgi import WebhookApp, WebhookMiddleware
+from service_webhooks.adapters.asgi import WebhookApp, WebhookMiddleware, webhook_routes
 
 Signed = Callable[..., tuple[bytes, str]]
 
@@ -210,4 +210,48 @@ def test_webhook_routes_is_typed_as_starlette_routes(receiver: WebhookReceiver) 
         "path": str,
         "return": list[Route],
     }
-    assert all(type(route) is Route for route in asgi.webhook_routes(receiver))
+    assert all(isinstance(route, Route) for route in asgi.webhook_routes(receiver))
+
+
+def _slashes_apps(receiver: WebhookReceiver) -> dict[str, Any]:
+    async def home(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("home")
+
+    api = FastAPI()
+    api.router.routes.extend(webhook_routes(receiver, "/webhooks"))
+    return {
+        "starlette": Starlette(routes=[*webhook_routes(receiver, "/webhooks"), Route("/", home)]),
+        "fastapi": api,
+        "mount": Starlette(routes=[Mount("/api", routes=webhook_routes(receiver, "/webhooks"))]),
+    }
+
+
+@pytest.mark.parametrize("kind", ["starlette", "fastapi", "mount"])
+@pytest.mark.parametrize("tail", ["//", "///"])
+def test_webhook_routes_answer_repeated_trailing_slashes_404_not_307(
+    receiver: WebhookReceiver, signed: Signed, kind: str, tail: str
+) -> None:
+    """Starlette's ``redirect_slashes`` would answer ``/webhooks//`` with a 307 to
+    ``/webhooks`` (a 3xx the service never follows, spec §7): a plain 404 instead."""
+    app = _slashes_apps(receiver)[kind]
+    prefix = "/api" if kind == "mount" else ""
+    with TestClient(app, follow_redirects=False) as client:
+        response = post(client, prefix + "/webhooks" + tail, *signed())
+        assert response.status_code == 404, response.headers.get("location")
+        if kind == "fastapi":  # the app's own 404 answer
+            assert response.json() == {"detail": "Not Found"}
+        assert post(client, prefix + "/webhooks/", *signed()).status_code == 200
+
+
+def test_webhook_routes_leave_the_apps_other_routes_and_redirects_alone(
+    receiver: WebhookReceiver, signed: Signed
+) -> None:
+    async def page(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(request.url.path)
+
+    routes = [*webhook_routes(receiver, "/webhooks"), Route("/about", page)]
+    catch_all = Route("/{rest:path}", page, methods=["GET"])  # after the webhook routes
+    with TestClient(Starlette(routes=[*routes, catch_all]), follow_redirects=False) as client:
+        assert client.get("/webhooks//").text == "/webhooks//"  # the app's route still wins
+    with TestClient(Starlette(routes=routes), follow_redirects=False) as client:
+        assert client.get("/about/").status_code == 307  # redirect_slashes is still on

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from django.core import checks
-from django.test import override_settings
+from django.test import Client, override_settings
 
 MIB = 2**20
 HOOK = ["-c", "python:service_webhooks.adapters.gunicorn"]
@@ -83,6 +83,13 @@ def test_the_project_urls_answer_both_spellings() -> None:
     from django.urls import resolve
 
     assert resolve("/webhooks").func is resolve("/webhooks/").func
+
+
+@pytest.mark.parametrize("path", ["/webhooks//", "/webhooks///"])
+def test_repeated_trailing_slashes_are_404_not_redirected(path: str) -> None:
+    """As from the Flask and ASGI adapters: ``APPEND_SLASH`` redirects no URL that
+    already ends in a slash (spec §7: a 3xx is never followed)."""
+    assert Client().post(path, b"{}", content_type="application/json").status_code == 404
 
 
 def test_a_urlconf_with_one_spelling_is_a_warning() -> None:
