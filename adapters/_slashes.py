@@ -6,12 +6,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["RepeatedSlashes"]
+__all__ = ["SLASHES", "RepeatedSlashes"]
+
+SLASHES = "service_webhooks_slashes"
+"""The name of the Starlette path convertor for one or more ``/`` (regex ``/+``)."""
+
+
+class _Slashes(Convertor[str]):
+    regex = "/+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor(SLASHES, _Slashes())
 
 
 class RepeatedSlashes(Route):
@@ -21,22 +38,21 @@ class RepeatedSlashes(Route):
 
     The match is partial, as Starlette's own method mismatches are: a route of the app
     that matches the URL in full still wins, wherever it is listed, and the app's
-    ``redirect_slashes`` is left on for every other URL.
+    ``redirect_slashes`` is left on for every other URL. The slashes are in the route's
+    path (``bare + "/{slashes:service_webhooks_slashes}"``), not only in
+    :meth:`matches`: FastAPI's ``include_router(..., prefix=...)`` rebuilds every
+    route as a plain ``Route`` from its path and endpoint, and that one must still
+    match ``/hooks/webhooks///`` (in full, then).
 
     Args:
         bare: The delivery path without a trailing slash (``"/webhooks"``).
     """
 
     def __init__(self, bare: str) -> None:
-        super().__init__(bare + "//", _NotFound(), include_in_schema=False)
+        super().__init__(f"{bare}/{{slashes:{SLASHES}}}", _NotFound(), include_in_schema=False)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        path: str = scope.get("path", "")
-        if scope["type"] != "http" or not path.endswith("//"):
-            return Match.NONE, {}
-        # every run of trailing slashes as two, then Starlette's own match (mount
-        # points and root_path included) against bare + "//"
-        match, child = super().matches({**scope, "path": path.rstrip("/") + "//"})
+        match, child = super().matches(scope)  # http only; every method (no methods=)
         return (Match.NONE, {}) if match is Match.NONE else (Match.PARTIAL, child)
 
 

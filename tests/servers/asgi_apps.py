@@ -6,6 +6,7 @@ Every app shares one receiver (secret ``SW_SECRET``, a memory store) whose
 * ``mounted``: ``Mount("/api", app=WebhookMiddleware(...))`` inside a Starlette app;
 * ``middleware``: ``WebhookMiddleware`` around a Starlette app, for ``--root-path``;
 * ``routes``: a Starlette app built from ``webhook_routes(receiver, "/webhooks")``;
+* ``fastapi_prefixed``: those routes in an ``APIRouter`` included with ``prefix="/hooks"``;
 * ``quiet``: ``WebhookMiddleware`` of a receiver built with ``success_body=False``.
 """
 
@@ -15,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fastapi import APIRouter, FastAPI
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -42,6 +44,10 @@ inner = Starlette(routes=[Route("/", home)])
 middleware = WebhookMiddleware(inner, receiver=receiver, path="/webhooks")
 mounted = Starlette(routes=[Mount("/api", app=middleware), Route("/", home)])
 routes = Starlette(routes=[*webhook_routes(receiver, "/webhooks"), Route("/", home)])
+_router = APIRouter()
+_router.routes.extend(webhook_routes(receiver, "/webhooks"))
+fastapi_prefixed = FastAPI()
+fastapi_prefixed.include_router(_router, prefix="/hooks")
 
 quiet_receiver = WebhookReceiver(
     secrets=os.environ["SW_SECRET"], store="memory", success_body=False

@@ -113,6 +113,30 @@ def test_repeated_trailing_slashes_are_404_never_redirected(
     assert len(calls(plain)) == before
 
 
+@pytest.fixture(scope="module")
+def prefixed(serve: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``webhook_routes`` in an ``APIRouter`` included in FastAPI with ``prefix="/hooks"``."""
+    server = serve("fastapi_prefixed", tmp_path_factory.mktemp("prefixed"))
+    yield server
+    server.process.terminate()
+    server.process.wait(10)
+
+
+@pytest.mark.parametrize("tail", ["", "/", "//", "///"])
+def test_routes_included_with_a_prefix_in_fastapi_are_never_redirected(
+    kit: ModuleType, prefixed: Any, tail: str
+) -> None:
+    """FastAPI's ``include_router`` rebuilds each route as a plain ``Route`` from its
+    path and endpoint: every run of trailing slashes must still be a 404, not a 307."""
+    body = note()
+    path = "/hooks/webhooks" + tail
+    answer = kit.raw_request(prefixed.port, kit.signed_head("POST", path, body), body)
+    if len(tail) > 1:
+        assert (answer.status, answer.body) == (404, b'{"detail":"Not Found"}'), answer.headers
+    else:
+        assert (answer.status, answer.reason) == (200, "processed")
+
+
 @pytest.mark.parametrize("method", ["post", "Post", "GET", "PUT"])
 def test_a_method_other_than_post_is_405_under_uvicorn(
     kit: ModuleType, plain: Any, method: str

@@ -74,6 +74,22 @@ def test_expect_100_continue_gets_100_then_the_answer(kit: ModuleType, server: A
     assert (answer.status, answer.reason) == (200, "processed")
 
 
+def test_expect_100_continue_with_an_oversized_length_gets_413_and_no_100(
+    kit: ModuleType, server: Any
+) -> None:
+    """uvicorn sends ``100 Continue`` only when the app reads the body; the receiver
+    answers an announced oversized body first, so the client never sends it (a WSGI
+    server sends the ``100`` itself: docs/flask.md, docs/django.md)."""
+    body = note_of_size(300)
+    head = [*kit.signed_head("POST", "/webhooks", body), f"Content-Length: {2 * MAX_BODY_SIZE}"]
+    sock = kit.raw_open(server.port, [*head, "Expect: 100-continue"])
+    try:
+        answer = kit.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.interim, answer.status, answer.reason) == ([], 413, "payload_too_large")
+
+
 def test_pipelined_deliveries_are_each_answered_in_order(kit: ModuleType, server: Any) -> None:
     bodies = [note_of_size(300) for _ in range(3)]
     first, *others = bodies

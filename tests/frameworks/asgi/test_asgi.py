@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, Router
 from starlette.testclient import TestClient
 
 from service_webhooks import MAX_BODY_SIZE, Event, MemoryStore, WebhookReceiver
@@ -219,14 +219,20 @@ def _slashes_apps(receiver: WebhookReceiver) -> dict[str, Any]:
 
     api = FastAPI()
     api.router.routes.extend(webhook_routes(receiver, "/webhooks"))
+    router = APIRouter()
+    router.routes.extend(webhook_routes(receiver, "/webhooks"))
+    included = FastAPI()
+    included.include_router(router, prefix="/api")  # rebuilds each route from its path
     return {
         "starlette": Starlette(routes=[*webhook_routes(receiver, "/webhooks"), Route("/", home)]),
         "fastapi": api,
         "mount": Starlette(routes=[Mount("/api", routes=webhook_routes(receiver, "/webhooks"))]),
+        "included": included,
+        "router": Router(routes=webhook_routes(receiver, "/webhooks")),  # no app around it
     }
 
 
-@pytest.mark.parametrize("kind", ["starlette", "fastapi", "mount"])
+@pytest.mark.parametrize("kind", ["starlette", "fastapi", "mount", "included", "router"])
 @pytest.mark.parametrize("tail", ["//", "///"])
 def test_webhook_routes_answer_repeated_trailing_slashes_404_not_307(
     receiver: WebhookReceiver, signed: Signed, kind: str, tail: str
@@ -234,12 +240,14 @@ def test_webhook_routes_answer_repeated_trailing_slashes_404_not_307(
     """Starlette's ``redirect_slashes`` would answer ``/webhooks//`` with a 307 to
     ``/webhooks`` (a 3xx the service never follows, spec §7): a plain 404 instead."""
     app = _slashes_apps(receiver)[kind]
-    prefix = "/api" if kind == "mount" else ""
+    prefix = "/api" if kind in ("mount", "included") else ""
     with TestClient(app, follow_redirects=False) as client:
         response = post(client, prefix + "/webhooks" + tail, *signed())
         assert response.status_code == 404, response.headers.get("location")
-        if kind == "fastapi":  # the app's own 404 answer
+        if kind in ("fastapi", "included"):  # the app's own 404 answer
             assert response.json() == {"detail": "Not Found"}
+        elif kind == "router":  # Starlette's Router.not_found outside an app
+            assert response.text == "Not Found"
         assert post(client, prefix + "/webhooks/", *signed()).status_code == 200
 
 

@@ -1,7 +1,8 @@
 """The Django adapter through real servers: both URL spellings under ``APPEND_SLASH``
 (gunicorn, DEBUG on and off) and the URL check; the ASGI entry that answers before
 Django reads the body (uvicorn); case-sensitive POST and repeated signature lines; a
-slow client under the recommended gunicorn set-up (spec §5.2, §6.1, §7)."""
+slow client under the recommended gunicorn set-up; what ``runserver`` does on its own
+(spec §5.2, §6.1, §7)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,13 @@ def serve(
     success_body: bool = True,
     common_middleware: bool = True,
 ) -> Any:
-    """The test project under gunicorn (``wsgi``, 1 worker, ``options``), or under uvicorn
-    as Django's ASGI app (``asgi``) or behind the webhook entry (``asgi_webhooks``)."""
+    """The test project under gunicorn (``wsgi``, 1 worker, ``options``), under Django's
+    development server (``runserver``), or under uvicorn as Django's ASGI app (``asgi``)
+    or behind the webhook entry (``asgi_webhooks``)."""
     port = kit.free_port()
-    if kind == "wsgi":
+    if kind == "runserver":
+        argv = [str(kit.BIN / "django-admin"), "runserver", "--noreload", f"127.0.0.1:{port}"]
+    elif kind == "wsgi":
         argv = [
             str(kit.BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1",
             "--graceful-timeout", "2", "--log-level", "warning", *options,
@@ -353,3 +357,63 @@ def test_a_broken_chunked_body_is_refused_not_a_500_under_gunicorn(
     )
     assert (answer.status, answer.reason) == (401, "signature")
     assert "Traceback" not in recommended.log.read_text()
+
+
+# -- what the WSGI servers do on their own: runserver, and 100-continue ------------------
+
+
+@pytest.fixture(scope="module")
+def runserver(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The test project under ``django-admin runserver --noreload``."""
+    running = serve(kit, tmp_path_factory.mktemp("runserver"), "runserver")
+    yield running
+    kit.stop_server(running)
+
+
+@pytest.mark.e2e
+def test_runserver_joins_two_lines_with_a_comma(kit: ModuleType, runserver: Any) -> None:
+    """docs/security.md: runserver joins repeated lines like gunicorn without the hook,
+    and takes no hook."""
+    body = kit.envelope()
+    full = kit.contract.signed_head("POST", "/webhooks/", body, kit.signed(body), kit.signed(body))
+    answer = kit.contract.raw_request(runserver.port, full, body)
+    assert (answer.status, answer.reason) == (401, "format")
+    body = kit.envelope()
+    partial = kit.contract.signed_head(
+        "POST", "/webhooks/", body, *kit.contract.split_signature(body)
+    )
+    answer = kit.contract.raw_request(runserver.port, partial, body)
+    assert (answer.status, answer.reason) == (200, "processed")
+
+
+@pytest.mark.e2e
+def test_runserver_reads_a_chunked_body_as_empty(kit: ModuleType, runserver: Any) -> None:
+    """docs/django.md: runserver does not terminate the input, so a chunked delivery
+    reaches the view with no body and its signature does not match (401)."""
+    body = kit.envelope()
+    head = [*kit.contract.signed_head("POST", "/webhooks/", body), "Transfer-Encoding: chunked"]
+    sock = kit.contract.raw_open(runserver.port, head, b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.status, answer.reason) == (401, "signature")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("server", ["recommended", "runserver"])
+def test_expect_100_continue_is_answered_by_the_wsgi_server_then_413(
+    kit: ModuleType, request: pytest.FixtureRequest, server: str
+) -> None:
+    """docs/django.md: under WSGI the server sends ``100 Continue`` before the view runs;
+    the view then answers an announced oversized body 413 without reading it (the body
+    is never sent here)."""
+    running = request.getfixturevalue(server)
+    body = kit.envelope()
+    head = [*kit.contract.signed_head("POST", "/webhooks/", body), f"Content-Length: {2 * MIB}"]
+    sock = kit.contract.raw_open(running.port, [*head, "Expect: 100-continue"])
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.interim, answer.status, answer.reason) == ([100], 413, "payload_too_large")

@@ -1,6 +1,7 @@
 """The Flask adapter under gunicorn: both URL spellings, case-sensitive POST, repeated
 signature lines (with and without the gunicorn hook) and a slow client under the
-recommended set-up (spec §5.2, §6.1, §7)."""
+recommended set-up; under werkzeug's development server (``flask run``): what that
+server does on its own (spec §5.2, §6.1, §7)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,21 @@ def recommended(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> It
 @pytest.fixture(scope="module")
 def without_hook(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     running = serve(kit, tmp_path_factory.mktemp("plain"), "--threads", "4")
+    yield running
+    kit.stop_server(running)
+
+
+@pytest.fixture(scope="module")
+def flask_run(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The test app under ``flask run`` (werkzeug's development server, threaded)."""
+    tmp = tmp_path_factory.mktemp("flask-run")
+    port = kit.free_port()
+    argv = [str(kit.BIN / "flask"), "--app", kit.APP, "run", "--port", str(port)]
+    env = {
+        "SW_TEST_STORE": str(tmp / "store.sqlite3"),
+        "SW_TEST_BROKEN_STORE": str(tmp / "x" / "y"),
+    }
+    running = kit.start_server(argv, cwd=kit.APP_DIR, env=env, log=tmp / "flask.log", port=port)
     yield running
     kit.stop_server(running)
 
@@ -151,3 +167,45 @@ def test_a_broken_chunked_body_is_refused_not_a_500_under_gunicorn(
     )
     assert (answer.status, answer.reason) == (401, "signature")
     assert "Traceback" not in recommended.log.read_text()
+
+
+def test_flask_run_joins_two_lines_with_a_comma(kit: ModuleType, flask_run: Any) -> None:
+    """docs/security.md: werkzeug's development server joins repeated lines like gunicorn
+    without the hook, and takes no hook."""
+    full = send(kit, flask_run.port, "/webhooks", kit.signed, kit.signed)
+    assert (full.status, full.reason) == (401, "format")
+    partial = send(kit, flask_run.port, "/webhooks", *_partial(kit))
+    assert (partial.status, partial.reason) == (200, "processed")
+
+
+@pytest.mark.parametrize(("size", "status"), [(300, 200), (2**20 + 1, 413)], ids=["small", "over"])
+def test_flask_run_reads_chunked_bodies(
+    kit: ModuleType, flask_run: Any, size: int, status: int
+) -> None:
+    """docs/flask.md: werkzeug's development server terminates a chunked input stream."""
+    body = kit.envelope(text="x" * size)
+    head = [*kit.contract.signed_head("POST", "/webhooks", body), "Transfer-Encoding: chunked"]
+    sock = kit.contract.raw_open(flask_run.port, head, b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert answer.status == status
+
+
+@pytest.mark.parametrize(("server", "interim"), [("recommended", [100]), ("flask_run", [100, 100])])
+def test_expect_100_continue_is_answered_by_the_server_then_413(
+    kit: ModuleType, request: pytest.FixtureRequest, server: str, interim: list[int]
+) -> None:
+    """docs/flask.md: a WSGI server sends ``100 Continue`` before the view runs (werkzeug's
+    development server twice); the view then answers an announced oversized body 413
+    without reading it (the body is never sent here)."""
+    running = request.getfixturevalue(server)
+    body = kit.envelope()
+    head = [*kit.contract.signed_head("POST", "/webhooks", body), f"Content-Length: {2**21}"]
+    sock = kit.contract.raw_open(running.port, [*head, "Expect: 100-continue"])
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.interim, answer.status, answer.reason) == (interim, 413, "payload_too_large")
