@@ -154,6 +154,10 @@ def http_rows(result: speed_http.HttpResult | None) -> list[Row]:
             if base.startswith("starlette-inline") and floor_server in servers:
                 ceiling = result.ratio(kind, floor_server, base)
                 notes.append("ceiling = " + CEILINGS[on_route])
+            framework = base.partition("-")[0]  # flask-inline: the flask-floor view
+            if framework in ("flask", "django") and f"{framework}-floor" in servers:
+                ceiling = result.ratio(kind, f"{framework}-floor", base)
+                notes.append(f"ceiling = a {framework.title()} view: body, HMAC, decode, empty 200")
             cpu = 1 / result.ratio(kind, server, base, "cpu_us")
             notes.append(f"by CPU/request: {cpu:.2f}")
             rows.append(

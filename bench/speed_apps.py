@@ -34,6 +34,10 @@ Kinds:
   ``Route``: the ceiling for any receiver mounted on a route (the route mount).
 * ``flask-adapter`` / ``flask-inline``: ``webhook_blueprint`` / a hand-written view.
 * ``django-adapter`` / ``django-inline``: ``webhook_view`` / a hand-written view.
+* ``flask-floor`` / ``django-floor``: a view of that framework doing only what
+  ``asgi-floor`` does (the body read from the WSGI input as the adapters read it, HMAC
+  and ``compare_digest``, an untyped ``msgspec`` decode, an empty 200): the ceiling for
+  any receiver mounted as a view of that framework on gunicorn.
 * ``asgi-middleware-empty``, ``flask-adapter-empty``, ``django-adapter-empty``: those
   adapters with ``success_body=False``: a 200 carries no body, as the inline endpoints'
   does.
@@ -50,6 +54,8 @@ import json
 import sys
 import time
 from typing import Any
+
+import msgspec
 
 SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
 PATH = "/webhooks"
@@ -71,10 +77,12 @@ WSGI_KINDS = (
     "flask-adapter-empty",
     "flask-inline",
     "flask-inline-json",
+    "flask-floor",
     "django-adapter",
     "django-adapter-empty",
     "django-inline",
     "django-inline-json",
+    "django-floor",
 )
 
 _KEY = SECRET.encode()
@@ -134,10 +142,23 @@ def _receiver(store: Any, asynchronous: bool, success_body: bool = True) -> Any:
     return receiver
 
 
+def floor_status(body: bytes, header: str) -> int:
+    """The floor's check: HMAC, ``compare_digest``, an untyped ``msgspec`` decode."""
+    o, t, v = (pair[2:] for pair in header.split(","))
+    mac = hmac.new(_KEY, body, hashlib.sha256)
+    mac.update(f":{o}:{t}".encode())
+    ok = hmac.compare_digest(mac.digest(), base64.b64decode(v))
+    return 200 if ok and msgspec.json.decode(body)["data"]["id"] else 401
+
+
+def wsgi_floor_body(environ: Any) -> bytes:
+    """The body as the WSGI adapters read it: ``Content-Length`` bytes of the input."""
+    data: bytes = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    return data
+
+
 async def asgi_floor(scope: Any, receive: Any, send: Any) -> None:
     """The least an ASGI receiver does per delivery (see ``asgi-floor`` above)."""
-    import msgspec
-
     chunks = []
     more = True
     while more:
@@ -146,11 +167,7 @@ async def asgi_floor(scope: Any, receive: Any, send: Any) -> None:
         more = message.get("more_body", False)
     body = b"".join(chunks)
     header = next(v for k, v in scope["headers"] if k == b"service-signature").decode()
-    o, t, v = (pair[2:] for pair in header.split(","))
-    mac = hmac.new(_KEY, body, hashlib.sha256)
-    mac.update(f":{o}:{t}".encode())
-    ok = hmac.compare_digest(mac.digest(), base64.b64decode(v))
-    status = 200 if ok and msgspec.json.decode(body)["data"]["id"] else 401
+    status = floor_status(body, header)
     # a Content-Length, as every other app here sends: without one the server answers
     # chunked, one more write (system call) per answer
     headers = [(b"content-length", b"0")]
@@ -230,6 +247,15 @@ def wsgi_app(kind: str) -> Any:
 
             receiver = _receiver(MemoryStore(), False, success_body=kind == "flask-adapter")
             app.register_blueprint(webhook_blueprint(receiver))
+        elif kind == "flask-floor":
+
+            @app.post(PATH)
+            def floor() -> Any:
+                environ = request.environ
+                body = wsgi_floor_body(environ)
+                status = floor_status(body, environ["HTTP_SERVICE_SIGNATURE"])
+                return app.response_class(b"", status=status)
+
         else:
             answers_json = kind.endswith("-json")
 
@@ -282,6 +308,14 @@ def wsgi_app(kind: str) -> Any:
             if answers_json:
                 return HttpResponse(inline_answer(status), status=status, content_type=_JSON)
             return HttpResponse(status=status)
+
+    elif kind == "django-floor":
+
+        @csrf_exempt
+        def view(request: HttpRequest) -> HttpResponse:
+            meta = request.META
+            body = wsgi_floor_body(meta)
+            return HttpResponse(status=floor_status(body, meta["HTTP_SERVICE_SIGNATURE"]))
 
     else:
         raise SystemExit(f"unknown WSGI kind {kind!r}")

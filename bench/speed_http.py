@@ -103,6 +103,8 @@ PAIRS = (
     ("[std] ceiling: raw ASGI floor / inline", "asgi-floor@std", "starlette-inline@std"),
     ("ceiling: floor on a Route / inline Starlette", "starlette-floor", "starlette-inline"),
     ("[std] ceiling: floor on a Route / inline", "starlette-floor@std", "starlette-inline@std"),
+    ("ceiling: floor view / inline Flask", "flask-floor", "flask-inline"),
+    ("ceiling: floor view / inline Django", "django-floor", "django-inline"),
 )
 WARMUP = 200
 BODIES = 150_000  # per envelope: more than the fastest adapter answers in a 6 s run
