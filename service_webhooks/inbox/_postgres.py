@@ -8,6 +8,20 @@ one per filter (``reason``, ``event_name``, ``organization_id``, the status clas
 ``status / 100``, and an organization's status class) followed by the keyset order, so
 a filtered page and the pages after it read one index range in order. Errors are
 whatever psycopg raises; the receiver answers 503 when a record cannot be written.
+
+For the ``max_bytes`` cap, :meth:`PostgresInbox.create_schema` on an inbox with
+``max_bytes`` set (or ``schema_sql(size_total=True)``) also makes the table's **size
+total**: ``<table>_size_total``, a table of amounts whose sum is the records' total
+size. Triggers add to it in the transaction of every write: a row per record inserted
+(its size), one per change of ``size``; every ``DELETE`` statement on the inbox (each
+prune step runs one) folds the amounts into one row, less what it deleted, and a
+``TRUNCATE`` starts it over. Writers only append (no row they would wait for), so
+several processes write at once as before. The trigger function runs as the role that
+made it (``SECURITY DEFINER``, a fixed ``search_path``): a role that may only write the
+inbox table needs nothing more, and ``SELECT`` on the size total for the cap to read
+it. Made once, under a lock that holds writers back while it sums the records already
+there. Without it the cap still holds, summing every record at each prune (a warning
+says so once).
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ from ..stores._pg_fork import forget_pools_after_fork
 from ..stores._postgres import PostgresStore
 from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
-from ._sql import SQLInbox, encode_replay, schema
+from ._sql import SQLInbox, derived_name, derived_table, encode_replay, schema, size_total_table
 
 try:
     import psycopg
@@ -63,10 +77,80 @@ def _checked(table: str) -> str:
     return table
 
 
-def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE) -> str:
-    """The DDL :meth:`PostgresInbox.create_schema` runs, for your own migrations."""
-    statements = schema(_checked(table), _TYPES, table.split(".")[-1])
-    return ";\n".join(statements) + ";"
+def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE, *, size_total: bool = False) -> str:
+    """The DDL :meth:`PostgresInbox.create_schema` runs, for your own migrations
+    (idempotent); ``size_total``: with the size total the ``max_bytes`` cap reads (what
+    it runs for an inbox with ``max_bytes`` set; see the module)."""
+    return ";\n".join(_statements(_checked(table), size_total=size_total)) + ";"
+
+
+def _statements(table: str, *, size_total: bool) -> list[str]:
+    statements = schema(table, _TYPES, table.split(".")[-1])
+    if size_total:
+        statements.append(_size_total_sql(table))
+    return statements
+
+
+def _size_total_sql(table: str) -> str:
+    """One ``DO`` block (one transaction, inside a migration's or alone) that gives
+    ``table`` its size total unless it has one: the table of amounts, its first row (the
+    records' sum), the trigger function and its four triggers, under a ``SHARE ROW
+    EXCLUSIVE`` lock on ``table`` so that no concurrent write is missed or counted
+    twice. The function's names are qualified when it is made (it runs with a fixed
+    ``search_path``)."""
+    name = table.split(".")[-1]
+    total = size_total_table(table)
+    function = derived_table(table, "size_total_change")
+    triggers = {
+        "insert": "AFTER INSERT ON {table} FOR EACH ROW",
+        "delete": "AFTER DELETE ON {table} REFERENCING OLD TABLE AS removed FOR EACH STATEMENT",
+        "update": (
+            "AFTER UPDATE OF size ON {table} FOR EACH ROW WHEN (OLD.size IS DISTINCT FROM NEW.size)"
+        ),
+        "truncate": "AFTER TRUNCATE ON {table} FOR EACH STATEMENT",
+    }
+    create_triggers = "\n".join(
+        f"      DROP TRIGGER IF EXISTS {derived_name(name, f'size_total_{event}')} ON {table};\n"
+        f"      CREATE TRIGGER {derived_name(name, f'size_total_{event}')}"
+        f" {when.format(table=table)} EXECUTE PROCEDURE {function}();"
+        for event, when in triggers.items()
+    )
+    return f"""DO $size_total$
+DECLARE
+  total text;
+BEGIN
+  IF to_regclass('{total}') IS NULL THEN
+    LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE;
+    IF to_regclass('{total}') IS NULL THEN
+      CREATE TABLE {total} (bytes bigint NOT NULL);
+      INSERT INTO {total} (bytes) SELECT COALESCE(SUM(size), 0) FROM {table};
+      SELECT format('%I.%I', n.nspname, c.relname) INTO total FROM pg_class AS c
+        JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('{total}');
+      EXECUTE format($function$
+        CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql
+        SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+        BEGIN
+          IF TG_OP = 'INSERT' THEN
+            INSERT INTO %1$s (bytes) VALUES (NEW.size);
+          ELSIF TG_OP = 'UPDATE' THEN
+            INSERT INTO %1$s (bytes) VALUES (NEW.size - OLD.size);
+          ELSIF TG_OP = 'DELETE' THEN
+            WITH folded AS (DELETE FROM %1$s RETURNING bytes)
+            INSERT INTO %1$s (bytes) SELECT COALESCE((SELECT SUM(bytes) FROM folded), 0)
+              - COALESCE((SELECT SUM(size) FROM removed), 0);
+          ELSE
+            DELETE FROM %1$s;
+            INSERT INTO %1$s (bytes) VALUES (0);
+          END IF;
+          RETURN NULL;
+        END
+        $body$
+      $function$, total);
+{create_triggers}
+    END IF;
+  END IF;
+END
+$size_total$"""
 
 
 class PostgresInbox(SQLInbox):
@@ -78,7 +162,10 @@ class PostgresInbox(SQLInbox):
             close it).
         table: The table name, optionally ``schema.table``.
         retention: Seconds a record is kept (30 days, spec §6.3).
-        max_bytes: Total record size kept, in bytes; ``None``: no cap.
+        max_bytes: Total record size kept, in bytes; ``None``: no cap. The oldest
+            records past it go: all at :meth:`prune`, at most ``PRUNE_BATCH`` (2,000)
+            per automatic step. :meth:`create_schema` then adds the size total the
+            cap reads (see the module).
         max_size: Most connections the pool this inbox opens holds.
         timeout: Seconds after which recording a delivery, appending a replay or
             reading one record fails (``TimeoutError``; waiting for a pool connection
@@ -118,6 +205,7 @@ class PostgresInbox(SQLInbox):
         self._deadlines = Deadlines(timeout, self._timed_out)
         self._kwargs = connection_kwargs(conninfo, timeout, None)
         self._prune_every = prune_every
+        self._size_total_found = False
         self._lock = threading.Lock()
         self._apools: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
@@ -129,13 +217,19 @@ class PostgresInbox(SQLInbox):
         return f"PostgresInbox(table={self.table!r})"
 
     @staticmethod
-    def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE) -> str:
+    def schema_sql(table: str = DEFAULT_POSTGRES_INBOX_TABLE, *, size_total: bool = False) -> str:
         """The DDL :meth:`create_schema` runs for ``table``: copy it into your migrations.
+
+        Args:
+            table: The table name, optionally ``schema.table``.
+            size_total: With the size total the ``max_bytes`` cap reads (what
+                :meth:`create_schema` makes for an inbox with ``max_bytes`` set): a
+                ``DO`` block, idempotent, safe to run while other processes write.
 
         Raises:
             ConfigurationError: A bad table name.
         """
-        return schema_sql(table)
+        return schema_sql(table, size_total=size_total)
 
     def _time_param(self, micros: int) -> Any:
         return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
@@ -207,6 +301,27 @@ class PostgresInbox(SQLInbox):
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._run(statement, params)[1]
 
+    def _has_size_total(self, delivery: bool) -> bool:
+        """Whether the size total exists and this role may read it (asked until it does)."""
+        if not self._size_total_found:
+            total = size_total_table(self.table)
+            query = self._delivery_query if delivery else self._query
+            rows = query(
+                "SELECT to_regclass(%s) IS NOT NULL"
+                " AND has_table_privilege(to_regclass(%s), 'SELECT')",
+                [total, total],
+            )
+            self._size_total_found = bool(rows[0][0])
+        return self._size_total_found
+
+    def _size_total_hint(self) -> str:
+        return (
+            "make it once with create_schema() on an inbox with max_bytes set, or by"
+            " running PostgresInbox.schema_sql(table, size_total=True) in your migrations"
+            f" (and grant SELECT on {size_total_table(self.table)} to the role that writes"
+            " the inbox, if another role made it)"
+        )
+
     def _execute(self, statement: str, params: Sequence[Any]) -> int:
         return self._run(statement, params)[0]
 
@@ -251,23 +366,29 @@ class PostgresInbox(SQLInbox):
         return bool(rows[0][0])
 
     def create_schema(self) -> None:
-        """Create the table and its indexes if missing (idempotent).
+        """Create the table and its indexes if missing (idempotent), and, when
+        ``max_bytes`` is set, the size total the cap reads (see the module; made once,
+        from the records already there).
 
         Raises:
             psycopg.Error: The server refused (e.g. no ``CREATE`` privilege).
         """
         with self._sync_pool().connection() as connection:
-            for statement in schema(self.table, _TYPES, self.table.split(".")[-1]):
+            for statement in _statements(self.table, size_total=self.max_bytes is not None):
                 connection.execute(statement.encode())
             if connection.info.transaction_status != _IDLE:
                 connection.commit()
 
     def drop_schema(self) -> None:
-        """Drop the table (and its indexes): every record is gone."""
+        """Drop the table (and its indexes, its size total): every record is gone."""
         with self._sync_pool().connection() as connection:
             connection.execute(f"DROP TABLE IF EXISTS {self.table}".encode())
+            connection.execute(f"DROP TABLE IF EXISTS {size_total_table(self.table)}".encode())
+            function = derived_table(self.table, "size_total_change")
+            connection.execute(f"DROP FUNCTION IF EXISTS {function}()".encode())
             if connection.info.transaction_status != _IDLE:
                 connection.commit()
+        self._size_total_found = False
 
     # -- async: recording and reading one record on the event loop ----------------------
 
@@ -307,7 +428,7 @@ class PostgresInbox(SQLInbox):
             return await asyncio.to_thread(self.record, delivery)
         rows = (await self._arun(pool, self._insert, self._insert_values(delivery)))[1]
         if self._prune_due():
-            await asyncio.to_thread(self.prune)
+            await asyncio.to_thread(self._prune_step)  # bounded, never fails the record
         return int(rows[0][0]) if rows else 1
 
     async def aget(self, delivery_id: str) -> ReceivedDelivery | None:

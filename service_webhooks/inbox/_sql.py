@@ -3,12 +3,21 @@
 Statements are written with ``?`` placeholders; a backend with another paramstyle
 rewrites them once (:attr:`SQLInbox._placeholder`). Times are stored as the backend
 likes (:meth:`SQLInbox._time_param`, :meth:`SQLInbox._time_value`).
+
+The ``max_bytes`` cap reads the table's total size from a small side table, the **size
+total** (``<table>_size_total``: the sum of its ``bytes``), that triggers on the inbox
+table keep in the transaction of every ``INSERT``, ``DELETE`` and size change, whoever
+runs it (this process, another one, a store's joined write); each backend's module says
+how. With it a cap step reads a few rows and deletes the oldest records, one batch at
+most, whatever the inbox's size; without it (a PostgreSQL table made without it) the
+cap sums every record's size at each prune, as it always did.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import hashlib
 import logging
 import threading
 import time
@@ -70,6 +79,10 @@ PRUNE_BATCH = 2000
 table (SQLite's write lock) and a delivery's automatic prune step stay short however
 large the backlog of expired records (a lowered retention, a first prune)."""
 
+MAX_IDENTIFIER = 63
+"""Longest name PostgreSQL keeps (bytes; a longer one is cut): the longest table name
+both backends accept, and the length :func:`derived_name` keeps to."""
+
 _replays_decoder = msgspec.json.Decoder(tuple[Replay, ...])
 _encoder = msgspec.json.Encoder()
 
@@ -102,6 +115,28 @@ def _prefix_end(prefix: str) -> str | None:
     return stem[:-1] + _HEX[_HEX.index(stem[-1]) + 1]
 
 
+def derived_name(name: str, suffix: str) -> str:
+    """``<name>_<suffix>``, the name of something made for the table ``name`` (unqualified):
+    when longer than :data:`MAX_IDENTIFIER`, ``name`` is cut and followed by 8 hex digits
+    of its hash, so that PostgreSQL does not cut it (two such names would then be one)."""
+    full = f"{name}_{suffix}"
+    if len(full) <= MAX_IDENTIFIER:
+        return full
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_IDENTIFIER - len(suffix) - 10]}_{digest}_{suffix}"
+
+
+def derived_table(table: str, suffix: str) -> str:
+    """:func:`derived_name` for a table named ``name`` or ``schema.name``, in its schema."""
+    schema_name, dot, name = table.rpartition(".")
+    return f"{schema_name}{dot}{derived_name(name, suffix)}"
+
+
+def size_total_table(table: str) -> str:
+    """The size total's table for the inbox table ``table`` (``<table>_size_total``)."""
+    return derived_table(table, "size_total")
+
+
 class SQLInbox(SyncInbox):
     """A table-backed inbox; subclasses provide connections and dialect details."""
 
@@ -113,6 +148,7 @@ class SQLInbox(SyncInbox):
         super().__init__()
         self._records_since_prune = 0
         self._count_lock = threading.Lock()
+        self._warned_no_size_total = False
         table = self._table_sql()
         self._insert_only = self._sql(_insert_sql(table, _INSERTED))
         """The record's ``INSERT`` as a store runs it in its own transaction: no
@@ -173,6 +209,16 @@ class SQLInbox(SyncInbox):
     def _ready(self) -> None:
         """Called before handing a statement to a store (it runs it on its own
         connection): whatever must exist first, e.g. the table."""
+
+    def _has_size_total(self, delivery: bool) -> bool:
+        """Whether the table has its size total (the cap then reads it instead of
+        summing every record); a backend may make it here. ``delivery``: asked on a
+        delivery's path (see :meth:`_delivery_query`). ``False`` here."""
+        return False
+
+    def _size_total_hint(self) -> str:
+        """How to give the table its size total (for the warning when it has none)."""
+        return "it is made with the table"
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -358,13 +404,14 @@ class SQLInbox(SyncInbox):
             await asyncio.to_thread(self._prune_step)
 
     def _prune_step(self) -> None:
-        """The automatic prune, on a delivery's path: one batch of expired records (and
-        the ``max_bytes`` cap), bounded like the record; a failure is logged, never the
-        delivery's answer (its record is written)."""
+        """The automatic prune, on a delivery's path: one batch of expired records, then
+        one batch of the oldest records past the ``max_bytes`` cap, bounded like the
+        record; a failure is logged, never the delivery's answer (its record is
+        written)."""
         try:
             self._prune_batch(self._delivery_execute)
             if self.max_bytes is not None:
-                self._prune_bytes()
+                self._prune_bytes(delivery=True)
         except Exception as error:  # housekeeping: the answer stands
             logger.warning("service_webhooks: inbox prune step failed: %s", type(error).__name__)
 
@@ -489,7 +536,7 @@ class SQLInbox(SyncInbox):
             if batch < PRUNE_BATCH:
                 break
         if self.max_bytes is not None:
-            deleted += self._prune_bytes()
+            deleted += self._prune_bytes(delivery=False)
         return deleted
 
     def _prune_batch(self, execute: Any) -> int:
@@ -506,17 +553,31 @@ class SQLInbox(SyncInbox):
             )
         )
 
-    def _prune_bytes(self) -> int:
-        """Delete the oldest records past the ``max_bytes`` cap."""
+    def _prune_bytes(self, *, delivery: bool) -> int:
+        """Delete the oldest records past the ``max_bytes`` cap: those received before
+        the newest ones that total at most ``max_bytes`` (ties in ``received_at`` by
+        ID). With the size total, in batches of at most :data:`PRUNE_BATCH` (one on a
+        delivery's path, as many as needed otherwise); without it, in one statement
+        that sums every record's size (logged once)."""
         table = self._table_sql()
-        return self._execute(
-            self._sql(
-                f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, SUM(size)"
-                " OVER (ORDER BY received_at DESC, id DESC) AS running"
-                f" FROM {table}) AS sized WHERE running > ?)"
-            ),
-            [self.max_bytes],
-        )
+        if not self._has_size_total(delivery):
+            if not self._warned_no_size_total:
+                self._warned_no_size_total = True
+                logger.warning(
+                    "service_webhooks: %r has no size total: its max_bytes cap sums the size"
+                    " of every record at each prune; %s",
+                    self,
+                    self._size_total_hint(),
+                )
+            return self._execute(self._sql(_cap_by_scan_sql(table)), [self.max_bytes])
+        execute = self._delivery_execute if delivery else self._execute
+        statement = self._sql(_cap_batch_sql(table, size_total_table(table)))
+        deleted = 0
+        while True:
+            batch = execute(statement, [self.max_bytes])
+            deleted += batch
+            if delivery or batch < PRUNE_BATCH:
+                return deleted
 
     def purge(self, query: InboxQuery | None = None) -> int:
         clauses, params = self._where(query)
@@ -534,6 +595,33 @@ def _insert_sql(table: str, parameters: list[str], constants: dict[str, str] | N
     values = ["?" for _ in parameters] + ["?", *fixed.values()]
     values += [f"(SELECT count(*) FROM {table} WHERE idempotency_key = ?) + 1", "'[]'"]
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(values)})"
+
+
+def _cap_batch_sql(table: str, total: str) -> str:
+    """One batch of the cap: of the :data:`PRUNE_BATCH` oldest records, delete those
+    received before the newest records that total at most the cap (the parameter, in
+    bytes). The total comes from the size total's table: a record goes when the records
+    older than it leave more than the cap (``total - before > cap``); the oldest batch
+    is read in the order of the keyset index. The total and the records are read in the
+    statement's one snapshot, so two writers' batches never delete more than the newer
+    snapshot asks."""
+    return (
+        f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, SUM(size) OVER"
+        " (ORDER BY received_at, id ROWS UNBOUNDED PRECEDING) - size AS before"
+        f" FROM (SELECT id, received_at, size FROM {table} ORDER BY received_at, id"
+        f" LIMIT {PRUNE_BATCH}) AS oldest) AS running"
+        f" WHERE before < (SELECT COALESCE(SUM(bytes), 0) FROM {total}) - ?)"
+    )
+
+
+def _cap_by_scan_sql(table: str) -> str:
+    """The cap without a size total, in one statement: every record's size summed newest
+    first, and the records past the cap (the parameter, in bytes) deleted."""
+    return (
+        f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, SUM(size)"
+        " OVER (ORDER BY received_at DESC, id DESC) AS running"
+        f" FROM {table}) AS sized WHERE running > ?)"
+    )
 
 
 def encode_replay(replay: Replay) -> str:

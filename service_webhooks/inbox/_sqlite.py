@@ -15,6 +15,13 @@ Schema (created on first use)::
 with two indexes: ``(received_at DESC, id DESC)`` (keyset paging; filtered queries walk
 it newest first) and the idempotency key (the ``seen`` count). Each more index would
 make every recorded delivery about 10 % slower; the PostgreSQL inbox has one per filter.
+
+An inbox with ``max_bytes`` adds, the first time it prunes, the table's size total
+(``<table>_size_total``, one row) and the three triggers that keep it: after each
+``INSERT``, ``DELETE`` and change of ``size``, in the writer's transaction. It starts
+from the records already there (summed once, under the write lock), and every process
+writing the file keeps it, whatever its version. The cap then reads it instead of
+summing every record.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ..stores._sqlite import SQLiteStore, close_when_collected, connect
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
-from ._sql import ESSENTIAL_INDEXES, SQLInbox, schema
+from ._sql import ESSENTIAL_INDEXES, SQLInbox, derived_name, schema, size_total_table
 
 __all__ = ["DEFAULT_INBOX_TABLE", "SQLiteInbox"]
 
@@ -56,7 +63,9 @@ class SQLiteInbox(SQLInbox):
             SQLite idempotency store's file is a good place.
         table: The table name.
         retention: Seconds a record is kept (30 days, spec §6.3).
-        max_bytes: Total record size kept, in bytes; ``None``: no cap.
+        max_bytes: Total record size kept, in bytes; ``None``: no cap. The oldest
+            records past it go: all at :meth:`prune`, at most ``PRUNE_BATCH`` (2,000)
+            per automatic step. Its first prune adds the size total (see the module).
         timeout: Seconds to wait for another process's write lock before failing.
         prune_every: Prune once every this many records (0: never; call
             :meth:`prune` yourself).
@@ -95,6 +104,7 @@ class SQLiteInbox(SQLInbox):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when no statement runs
         self._running = 0  # statements at work, in any thread
+        self._size_total_made = False
         super().__init__()
 
     def __repr__(self) -> str:
@@ -143,6 +153,14 @@ class SQLiteInbox(SQLInbox):
     def _ready(self) -> None:
         self._connection()  # the table exists before another connection inserts into it
 
+    def _has_size_total(self, delivery: bool) -> bool:
+        """Always: the size total is made here the first time (see the module)."""
+        if not self._size_total_made:
+            with self._statement() as connection:
+                _make_size_total(connection, self.table)
+            self._size_total_made = True
+        return True
+
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._statement() as connection:
             return connection.execute(statement, params).fetchall()
@@ -177,6 +195,48 @@ class SQLiteInbox(SQLInbox):
             for connection in connections:
                 connection.close()
             self._local = threading.local()
+
+
+def _size_total_sql(table: str) -> list[str]:
+    """The statements that give ``table`` its size total, for :func:`_make_size_total`."""
+    total = size_total_table(table)
+    change = {
+        "insert": ("INSERT", "+ NEW.size"),
+        "delete": ("DELETE", "- OLD.size"),
+        "update": ("UPDATE OF size", "- OLD.size + NEW.size"),
+    }
+    return [
+        f"CREATE TABLE {total} (bytes INTEGER NOT NULL)",
+        f"INSERT INTO {total} (bytes) SELECT COALESCE(SUM(size), 0) FROM {table}",
+        *(
+            f"CREATE TRIGGER IF NOT EXISTS {derived_name(table, f'size_total_{name}')}"
+            f" AFTER {event} ON {table} BEGIN UPDATE {total} SET bytes = bytes {delta}; END"
+            for name, (event, delta) in change.items()
+        ),
+    ]
+
+
+def _make_size_total(connection: sqlite3.Connection, table: str) -> None:
+    """Give ``table`` its size total unless it has one: the table, its starting sum and
+    the triggers in one ``BEGIN IMMEDIATE`` transaction, so that no other writer's
+    record is missed or counted twice (each waits for the write lock meanwhile).
+
+    Raises:
+        sqlite3.Error: The write lock was not had within the connection's timeout.
+    """
+    exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    total = size_total_table(table)
+    if connection.execute(exists, (total,)).fetchone() is not None:
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if connection.execute(exists, (total,)).fetchone() is None:  # made meanwhile?
+            for statement in _size_total_sql(table):
+                connection.execute(statement)
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
 
 
 def _same_file(one: Path, other: Path) -> bool:
