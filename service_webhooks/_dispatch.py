@@ -83,7 +83,7 @@ import msgspec
 from ._events import EVENT_MODELS, Event
 from ._exceptions import ConfigurationError, Unprocessable
 from ._reporting import printable
-from ._threads import run_in_thread
+from ._threads import ToThread, run_in_thread
 
 __all__ = [
     "KNOWN_EVENT_NAMES",
@@ -689,8 +689,13 @@ def run(handlers: tuple[Registration, ...], event: Event[Any]) -> None:
             run_coroutine(result)
 
 
-async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread: bool) -> None:
-    """Await ``handlers`` in order; plain functions in a worker thread when ``in_thread``.
+async def arun(
+    handlers: tuple[Registration, ...],
+    event: Event[Any],
+    in_thread: bool,
+    to_thread: ToThread = run_in_thread,
+) -> None:
+    """Await ``handlers`` in order; plain functions through ``to_thread`` when ``in_thread``.
 
     A plain function that returns an awaitable anyway (a ``functools.partial`` of a
     coroutine function, say) has it awaited.
@@ -710,7 +715,7 @@ async def arun(handlers: tuple[Registration, ...], event: Event[Any], in_thread:
             continue
         result: object  # typed None or awaitable; a decorator may return anything
         if in_thread:
-            result = await run_in_thread(registration.handler, given)
+            result = await to_thread(registration.handler, given)
         else:
             result = registration.handler(given)
         if result is not None:

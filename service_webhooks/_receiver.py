@@ -104,7 +104,7 @@ from ._signing import (
     parse_signature_header,
     require_body_bytes,
 )
-from ._threads import run_in_thread
+from ._threads import ToThread, run_in_thread
 from .inbox._base import Inbox
 from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
 
@@ -211,6 +211,12 @@ class WebhookReceiver:
             always carry their reason.
         sync_handlers_in_thread: Under ``aprocess``, run plain-function handlers in a
             worker thread so they do not block the event loop.
+        to_thread: ``await to_thread(function, argument)`` runs those handlers and a
+            ``secrets=`` callable off the event loop under ``aprocess``. Default: the
+            library's pool of long-lived threads; :func:`asyncio.to_thread` fits too. A
+            framework whose per-thread resources belong to a request passes its own: the
+            Django app runs them in the delivery's thread, as Django runs a synchronous
+            view, so their database connections are closed when the delivery ends.
         clock: Current time in Unix seconds for the timestamp check; defaults to
             :func:`time.time` looked up at call time (so ``freezegun`` works).
         router: Share this :class:`~service_webhooks.Router` (its handlers)
@@ -257,6 +263,7 @@ class WebhookReceiver:
         unhandled_status: int = 200,
         success_body: bool = True,
         sync_handlers_in_thread: bool = True,
+        to_thread: ToThread | None = None,
         clock: Callable[[], float] | None = None,
         router: Router | None = None,
         observers: Iterable[OutcomeObserver] = (),
@@ -288,6 +295,11 @@ class WebhookReceiver:
             check_plain_callable(
                 idempotency_key, "idempotency_key", "idempotency_key(event) -> str", 1
             )
+        if to_thread is not None and not callable(to_thread):
+            raise ConfigurationError(
+                "to_thread must be a callable used as await to_thread(function, argument), "
+                f"not {type(to_thread).__name__}"
+            )
         if clock is not None:
             check_plain_callable(clock, "clock", "clock() -> Unix seconds (like time.time)", 0)
         for flag, value in (("success_body", success_body), ("strict", strict)):
@@ -318,6 +330,7 @@ class WebhookReceiver:
         self._processed = Outcome(200, "processed", empty_body=quiet)
         self._duplicate = Outcome(200, "duplicate", empty_body=quiet)
         self.sync_handlers_in_thread = sync_handlers_in_thread
+        self.to_thread: ToThread = run_in_thread if to_thread is None else to_thread
         self._key_function = idempotency_key
         self._clock = clock
         self.store: IdempotencyStore = open_store(store)
@@ -604,9 +617,9 @@ class WebhookReceiver:
     ) -> Outcome:
         """Handle one delivery in an event loop; see :meth:`process`.
 
-        A ``secrets=`` callable is called in a worker thread, and plain-function
-        handlers too unless ``sync_handlers_in_thread=False``: nothing here blocks
-        the event loop but the store's own async twins.
+        A ``secrets=`` callable is called through ``to_thread`` (a worker thread), and
+        plain-function handlers too unless ``sync_handlers_in_thread=False``: nothing
+        here blocks the event loop but the store's own async twins.
         """
         try:
             if self._recorder is not None:  # inbox: record the answer before returning it
@@ -700,7 +713,7 @@ class WebhookReceiver:
             secrets = self._static_secrets
             if secrets is None:  # a lookup; a callable's may block: in a worker thread
                 if self._resolver_blocks:
-                    secrets = await run_in_thread(self._secrets_for, header.organization_id)
+                    secrets = await self.to_thread(self._secrets_for, header.organization_id)
                 else:
                     secrets = self._secrets_for(header.organization_id)
             prepared = self._prepare(body, header, secrets, started)
@@ -732,14 +745,14 @@ class WebhookReceiver:
             try:
                 try:
                     if tracer is None and unit is None:
-                        await arun(plan.handlers, event, in_thread)
+                        await arun(plan.handlers, event, in_thread, self.to_thread)
                     else:
                         with _NO_SPAN if tracer is None else tracer.handlers(event):
                             if unit is None:
-                                await arun(plan.handlers, event, in_thread)
+                                await arun(plan.handlers, event, in_thread, self.to_thread)
                             else:
                                 async with _async_unit(unit, event):
-                                    await arun(plan.handlers, event, in_thread)
+                                    await arun(plan.handlers, event, in_thread, self.to_thread)
                                     await _acompletion(store.acomplete(key, token, self.retention))
                 finally:
                     renewer.remove(token)

@@ -522,10 +522,10 @@ async def _aforced(receiver: WebhookReceiver, plan: _Plan, started: float) -> Ou
     forcing = _forcing.set(plan.token)
     try:
         if unit is None:
-            await arun(plan.handlers, plan.event, in_thread)
+            await arun(plan.handlers, plan.event, in_thread, receiver.to_thread)
         else:
             async with _async_unit(unit, plan.event):
-                await arun(plan.handlers, plan.event, in_thread)
+                await arun(plan.handlers, plan.event, in_thread, receiver.to_thread)
     except BaseException as error:
         return receiver._failed(plan, error, started, perf_counter() - handlers_started)
     finally:

@@ -28,15 +28,20 @@ import contextvars
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ["MAX_THREADS", "run_in_thread"]
+__all__ = ["MAX_THREADS", "ToThread", "run_in_thread"]
 
 MAX_THREADS = 32
 """Most threads the pool starts (each blocked handler holds one)."""
 
 T = TypeVar("T")
+
+ToThread = Callable[[Callable[[Any], Any], Any], Awaitable[Any]]
+"""``await to_thread(function, argument)``: ``function(argument)`` run off the event loop
+(:func:`run_in_thread`, :func:`asyncio.to_thread`, or a framework's own, such as the
+Django adapter's)."""
 
 _Work = tuple[
     contextvars.Context, Callable[[Any], Any], Any, asyncio.AbstractEventLoop, "asyncio.Future[Any]"

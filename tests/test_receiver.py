@@ -428,6 +428,29 @@ async def test_sync_handlers_under_aprocess_run_in_a_thread_when_asked(
     assert (threads[0] != threading.get_ident()) is in_thread
 
 
+async def test_to_thread_runs_plain_handlers_and_the_secrets_callable_under_aprocess(
+    secret: str, signed: Signed
+) -> None:
+    """A framework's own ``to_thread`` (Django: the request's thread) gets every blocking
+    call ``aprocess`` makes off the event loop."""
+    calls: list[str] = []
+
+    async def to_thread(function: Callable[[Any], Any], argument: Any) -> Any:
+        calls.append(getattr(function, "__name__", ""))
+        return await asyncio.to_thread(function, argument)
+
+    def note_created(event: Event[Any]) -> None:
+        pass
+
+    receiver = WebhookReceiver(secrets=lambda org: secret, store="memory", to_thread=to_thread)
+    receiver.on("note.created", note_created)
+    assert (await receiver.aprocess(*signed())).reason == "processed"
+    assert len(calls) == 2  # the secrets lookup, then the handler
+    assert calls[-1] == "note_created"
+    with pytest.raises(ConfigurationError, match=r"to_thread must be a callable"):
+        WebhookReceiver(secrets=secret, store="memory", to_thread=5)  # type: ignore[arg-type]
+
+
 async def test_async_handler_from_sync_process_inside_a_loop_fails_retryably(
     receiver: WebhookReceiver, signed: Signed
 ) -> None:

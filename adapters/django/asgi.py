@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 
@@ -45,7 +45,7 @@ from service_webhooks.adapters.asgi import ASGIApp, Receive, Scope, Send, Webhoo
 
 from .conf import receiver as project_receiver
 
-__all__ = ["webhook_asgi"]
+__all__ = ["webhook_asgi", "with_request_signals"]
 
 
 def webhook_asgi(
@@ -78,17 +78,33 @@ def webhook_asgi(
         application = get_asgi_application()
     target = project_receiver if receiver is None else receiver
     middleware = WebhookMiddleware(application, receiver=target, path=path)
-    webhooks = middleware.webhooks
-
-    async def deliver(scope: Scope, receive: Receive, send: Send) -> None:
-        await _signal(signals.request_started, scope=scope)
-        try:
-            await webhooks(scope, receive, send)
-        finally:
-            await _signal(signals.request_finished)
-
-    middleware.webhooks = deliver  # type: ignore[assignment]
+    middleware.webhooks = with_request_signals(middleware.webhooks)  # type: ignore[assignment]
     return middleware
+
+
+def with_request_signals(application: ASGIApp) -> ASGIApp:
+    """``application`` with each HTTP request run as Django's ASGI handler runs one.
+
+    Each request gets a thread of its own for Django's thread-sensitive calls (the ORM
+    through ``sync_to_async``, :class:`~.inbox.DjangoInbox`'s async twins), between
+    Django's ``request_started`` and ``request_finished`` signals, so the database
+    connections it opens are closed or reused (``CONN_MAX_AGE``) when it ends. Without
+    it, an ASGI app outside Django (the dashboard beside a project) keeps one
+    connection for the life of the process, dead after a database restart. Other
+    scopes (lifespan) pass through.
+    """
+
+    async def request(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await application(scope, receive, send)
+        async with ThreadSensitiveContext():
+            await _signal(signals.request_started, scope=scope)
+            try:
+                await application(scope, receive, send)
+            finally:
+                await _signal(signals.request_finished)
+
+    return request
 
 
 async def _signal(signal: Any, **kwargs: Any) -> None:

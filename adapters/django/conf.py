@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import SimpleLazyObject
@@ -70,6 +71,10 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     if isinstance(store, Mapping):
         store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
     options["inbox"] = _inbox(config.get("INBOX"), store)
+    # plain handlers and a SECRETS callable under ASGI: in the delivery's thread, as Django
+    # runs a sync view, so their connections end with the request (a worker thread of
+    # their own would keep them for ever, dead after a database restart)
+    options["to_thread"] = lambda function, argument: sync_to_async(function)(argument)
     if not transactional:
         return WebhookReceiver(store=store, **options)
     from .store import DjangoStore, TransactionalReceiver

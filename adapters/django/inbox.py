@@ -15,7 +15,7 @@ import msgspec
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Func, Q, QuerySet, Subquery, Value
 
 from service_webhooks.inbox import (
     DEFAULT_INBOX_RETENTION,
@@ -56,7 +56,7 @@ class DjangoInbox(SyncInbox):
         ConfigurationError: A bound out of range.
 
     Database errors propagate (the receiver answers 503 when :meth:`record` fails). A
-    record and its ``seen`` count are written in one transaction; the async twins run
+    record and its ``seen`` count are written in one ``INSERT``; the async twins run
     in Django's thread-sensitive executor, like Django's async ORM. Every 1000 records
     it prunes by itself.
     """
@@ -89,16 +89,18 @@ class DjangoInbox(SyncInbox):
     def record(self, delivery: ReceivedDelivery) -> int:
         values = {name: getattr(delivery, name) for name in _FIELDS}
         values["received_at"] = _stored_time(delivery.received_at)
-        with transaction.atomic(using=self.using):
-            seen = 1
-            if delivery.idempotency_key is not None:
-                seen += self._rows.filter(idempotency_key=delivery.idempotency_key).count()
-            self._rows.create(**values, seen=seen, replays=[], size=delivery.size)
+        # seen: counted by the INSERT itself, one write statement (SQLite refuses at once,
+        # "database is locked", a transaction that reads then writes while another writes)
+        key = delivery.idempotency_key
+        same_key = self._rows.filter(idempotency_key=key).values(n=Func("id", function="COUNT"))
+        seen = Subquery(same_key) + 1 if key is not None else Value(1)
+        row = self._rows.create(**values, seen=seen, replays=[], size=delivery.size)
+        row.refresh_from_db(fields=["seen"])
         self._since_prune += 1
         if self._since_prune >= self._prune_every:
             self._since_prune = 0
             self.prune()
-        return seen
+        return row.seen
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
         with transaction.atomic(using=self.using):

@@ -75,3 +75,31 @@ def test_the_contract_was_loaded() -> None:
 def test_it_is_an_inbox() -> None:
     assert isinstance(DjangoInbox(), Inbox)
     assert repr(DjangoInbox(using="pg")) == "DjangoInbox(using='pg')"
+
+
+def test_a_record_waits_for_another_sqlite_writer_instead_of_failing() -> None:
+    """SQLite refuses at once (``database is locked``, no busy wait) a transaction that
+    read and then writes while another connection writes; a record read its ``seen``
+    count first, so concurrent deliveries were answered 503. It is one ``INSERT`` now:
+    it waits for the other writer (the database's ``timeout``) like any write."""
+    import sqlite3
+    import threading
+
+    from django.conf import settings
+    from sw_inbox_contract import delivery
+
+    ReceivedDeliveryRecord.objects.using("default").all().delete()
+    inbox = DjangoInbox(using="default")
+    inbox.record(delivery(0, key="k1"))
+    writer = sqlite3.connect(settings.DATABASES["default"]["NAME"], check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")  # another process's write transaction, under way
+    done = threading.Timer(0.5, writer.commit)
+    done.start()
+    try:
+        seen = inbox.record(delivery(1, key="k1", reason="duplicate"))
+    finally:
+        done.join()
+        writer.close()
+        ReceivedDeliveryRecord.objects.using("default").all().delete()
+        connections.close_all()
+    assert seen == 2

@@ -6,6 +6,7 @@ slow client under the recommended gunicorn set-up; what ``runserver`` does on it
 
 from __future__ import annotations
 
+import base64
 import socket
 import threading
 import uuid
@@ -31,10 +32,12 @@ def serve(
     debug: bool = False,
     success_body: bool = True,
     common_middleware: bool = True,
+    default: str = "sqlite",
 ) -> Any:
     """The test project under gunicorn (``wsgi``, 1 worker, ``options``), under Django's
     development server (``runserver``), or under uvicorn as Django's ASGI app (``asgi``)
-    or behind the webhook entry (``asgi_webhooks``)."""
+    or behind the webhook entry (``asgi_webhooks``), or another ASGI module of the
+    project (``dashboard``), with the ``default`` database (``sqlite`` or ``pg``)."""
     port = kit.free_port()
     if kind == "runserver":
         argv = [str(kit.BIN / "django-admin"), "runserver", "--noreload", f"127.0.0.1:{port}"]
@@ -51,6 +54,7 @@ def serve(
         ]  # fmt: skip
     env = {
         **kit.ENV,
+        "SW_DJANGO_DEFAULT": default,
         "PYTHONPATH": str(kit.PROJECT),
         "SW_DJANGO_DEBUG": "1" if debug else "0",
         "SW_DJANGO_SUCCESS_BODY": "1" if success_body else "0",
@@ -148,6 +152,82 @@ def test_the_entry_processes_deliveries_with_the_project_handlers(
     assert Delivery.objects.filter(note_id=note_id).count() == 1  # the handler's ORM write
     retry = deliver(kit, entry.port, path, id=note_id)  # a new body: processed again
     assert retry.status == 200
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["asgi", "asgi_webhooks"])
+def test_handlers_under_asgi_recover_once_the_database_drops_its_connections(
+    kit: ModuleType, tmp_path: Path, pg: str, kind: str
+) -> None:
+    """A plain handler's ORM work under ASGI uses the delivery's connection, which Django
+    closes when the delivery ends (``CONN_MAX_AGE`` 0), as for a synchronous view: after
+    the database drops every connection (a restart, a failover), the next deliveries are
+    processed, not answered 500 by a worker thread holding a dead connection for ever."""
+    running = serve(kit, tmp_path, kind, default="pg")
+    try:
+        first = deliver(kit, running.port, "/webhooks/")
+        _drop_connections(kit)
+        later = [deliver(kit, running.port, "/webhooks/") for _ in range(3)]
+    finally:
+        kit.stop_server(running)
+    assert (first.status, first.reason) == (200, "processed")
+    assert [(a.status, a.reason) for a in later] == [(200, "processed")] * 3
+
+
+def _drop_connections(kit: ModuleType) -> None:
+    """What a database restart does to a server's connections to the test database."""
+    import psycopg
+
+    with psycopg.connect(
+        f"host=127.0.0.1 port=5432 user=postgres dbname={kit.PG_NAME}", autocommit=True
+    ) as connection:
+        connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+@pytest.mark.e2e
+def test_the_dashboard_beside_django_recovers_once_the_database_drops_its_connections(
+    kit: ModuleType, tmp_path: Path, pg: str
+) -> None:
+    """The dashboard served beside the project (docs/dashboard.md) reads the ORM inbox on
+    Django's connections; each request ends them as a Django request does, so a
+    database restart costs no page."""
+    running = serve(kit, tmp_path, "dashboard", default="pg")
+    auth = "Authorization: Basic " + base64.b64encode(b"ops:dashboard-test-password").decode()
+    try:
+        first = kit.contract.raw_request(running.port, ["GET / HTTP/1.1", auth])
+        _drop_connections(kit)
+        later = [kit.contract.raw_request(running.port, ["GET / HTTP/1.1", auth]) for _ in range(3)]
+    finally:
+        kit.stop_server(running)
+    assert first.status == 200
+    assert [answer.status for answer in later] == [200] * 3
+
+
+@pytest.mark.e2e
+def test_a_blocked_handler_under_asgi_does_not_hold_other_deliveries(
+    kit: ModuleType, asgi: Any, tmp_path: Path
+) -> None:
+    """Each delivery has a thread of its own (as each request under Django's ASGI
+    handler), so plain handlers run side by side rather than one at a time per process."""
+    release = tmp_path / "release"
+    body = kit.envelope(text=f"wait:{release}")
+    blocked = kit.contract.raw_open(
+        asgi.port,
+        [*kit.contract.signed_head("POST", "/webhooks/", body), f"Content-Length: {len(body)}"],
+        body,
+    )
+    try:
+        other = deliver(kit, asgi.port, "/webhooks/")  # answered while the first one waits
+        release.touch()
+        first = kit.contract.raw_answer(blocked)
+    finally:
+        release.touch()
+        blocked.close()
+    assert (other.status, other.reason) == (200, "processed")
+    assert (first.status, first.reason) == (200, "processed")
 
 
 @pytest.mark.e2e

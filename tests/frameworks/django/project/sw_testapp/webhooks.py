@@ -1,5 +1,6 @@
 """Handlers discovered by the app's autodiscovery (like admin.py)."""
 
+import os
 import time
 from typing import Any
 
@@ -16,6 +17,10 @@ def note_created(event: Event[Any]) -> None:
     Delivery.objects.create(note_id=event.data.id)
     if event.data.text == "slow":
         time.sleep(0.5)
+    if event.data.text.startswith("wait:"):  # blocks until the test creates this file
+        deadline = time.monotonic() + 30
+        while not os.path.exists(event.data.text[5:]) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 @receiver.on("test.raise")
