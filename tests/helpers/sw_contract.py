@@ -337,6 +337,17 @@ def raw_request(port: int, head: list[str], body: bytes = b"") -> RawAnswer:
         sock.close()
 
 
+def expect_continue_with_length(port: int, path: str, body: bytes, length: int) -> RawAnswer:
+    """A signed POST announcing ``length`` bytes with ``Expect: 100-continue`` whose body
+    is never sent: the answer (with any ``100`` the server sent first in ``interim``)."""
+    head = [*signed_head("POST", path, body), f"Content-Length: {length}"]
+    sock = raw_open(port, [*head, "Expect: 100-continue"])
+    try:
+        return raw_answer(sock)
+    finally:
+        sock.close()
+
+
 def broken_chunked_request(port: int, path: str, body: bytes, breakage: str) -> RawAnswer:
     """POST ``body`` signed and chunked, with its framing broken as a client may break
     it (``bad-chunk-size``, ``missing-terminator`` or ``cut-short``); the answer."""

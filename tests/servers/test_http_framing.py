@@ -81,12 +81,7 @@ def test_expect_100_continue_with_an_oversized_length_gets_413_and_no_100(
     answers an announced oversized body first, so the client never sends it (a WSGI
     server sends the ``100`` itself: docs/flask.md, docs/django.md)."""
     body = note_of_size(300)
-    head = [*kit.signed_head("POST", "/webhooks", body), f"Content-Length: {2 * MAX_BODY_SIZE}"]
-    sock = kit.raw_open(server.port, [*head, "Expect: 100-continue"])
-    try:
-        answer = kit.raw_answer(sock)
-    finally:
-        sock.close()
+    answer = kit.expect_continue_with_length(server.port, "/webhooks", body, 2 * MAX_BODY_SIZE)
     assert (answer.interim, answer.status, answer.reason) == ([], 413, "payload_too_large")
 
 

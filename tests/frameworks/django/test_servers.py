@@ -495,10 +495,5 @@ def test_expect_100_continue_is_answered_by_the_wsgi_server_then_413(
     is never sent here)."""
     running = request.getfixturevalue(server)
     body = kit.envelope()
-    head = [*kit.contract.signed_head("POST", "/webhooks/", body), f"Content-Length: {2 * MIB}"]
-    sock = kit.contract.raw_open(running.port, [*head, "Expect: 100-continue"])
-    try:
-        answer = kit.contract.raw_answer(sock)
-    finally:
-        sock.close()
+    answer = kit.contract.expect_continue_with_length(running.port, "/webhooks/", body, 2 * MIB)
     assert (answer.interim, answer.status, answer.reason) == ([100], 413, "payload_too_large")

@@ -202,10 +202,5 @@ def test_expect_100_continue_is_answered_by_the_server_then_413(
     without reading it (the body is never sent here)."""
     running = request.getfixturevalue(server)
     body = kit.envelope()
-    head = [*kit.contract.signed_head("POST", "/webhooks", body), f"Content-Length: {2**21}"]
-    sock = kit.contract.raw_open(running.port, [*head, "Expect: 100-continue"])
-    try:
-        answer = kit.contract.raw_answer(sock)
-    finally:
-        sock.close()
+    answer = kit.contract.expect_continue_with_length(running.port, "/webhooks", body, 2**21)
     assert (answer.interim, answer.status, answer.reason) == (interim, 413, "payload_too_large")
