@@ -271,7 +271,7 @@ def pretty_body(body: bytes) -> tuple[str, str]:
     """
     raw = body.decode("utf-8", "replace")
     try:
-        value = json.loads(body)
+        value = json.loads(body, object_pairs_hook=_Members)
     except ValueError:
         return raw, "not JSON: shown as UTF-8 text"
     except RecursionError:  # too deep for Python's parser
@@ -287,6 +287,22 @@ def pretty_body(body: bytes) -> tuple[str, str]:
     except RecursionError:
         return raw, _TOO_NESTED
     return _escape_surrogates("".join(parts)), "JSON, indented for reading"
+
+
+class _Members(dict[str, Any]):
+    """A JSON object with every member it was sent with, in order, for indenting.
+
+    A ``dict`` keeps one value per name; a body may repeat a name (RFC 8259 §4 leaves
+    its meaning open), and the page must show what was received. The indenting
+    encoder (Python's own, for any ``indent``) writes what :meth:`items` yields.
+    """
+
+    def __init__(self, members: list[tuple[str, Any]]) -> None:
+        super().__init__(members)
+        self._members = members
+
+    def items(self) -> Any:  # every member, repeated names included
+        return self._members
 
 
 def _escape_surrogates(text: str) -> str:

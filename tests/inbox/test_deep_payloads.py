@@ -37,3 +37,11 @@ def test_pretty_body_indents_ordinary_json_and_caps_the_rest() -> None:
     text, note = pretty_body(WIDE)
     assert (text, note) == (WIDE.decode(), "JSON too nested to indent: shown as received")
     assert len(pretty_body(DEEP)[0]) <= max(8 * len(DEEP), PRETTY_MIN)
+
+
+def test_pretty_body_keeps_every_member_as_received() -> None:
+    """A repeated name is shown twice, in the order sent: a dict would keep the last."""
+    text, note = pretty_body(b'{"id":"a","data":{"n":1,"n":2},"id":"b"}')
+    assert note == "JSON, indented for reading"
+    assert text == ('{\n  "id": "a",\n  "data": {\n    "n": 1,\n    "n": 2\n  },\n  "id": "b"\n}')
+    assert pretty_body(b"{}")[0] == "{}"
