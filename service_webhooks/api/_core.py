@@ -33,6 +33,7 @@ import httpx
 import msgspec
 
 from .._exceptions import ConfigurationError
+from .._reporting import printable
 from .errors import (
     APIConnectionError,
     APIError,
@@ -263,14 +264,21 @@ def _body_json(content: bytes) -> Any:
         return None
 
 
+def _service_text(text: str, secret: str | None) -> str:
+    """A text of the service (reason phrase, error message) fit for an error message:
+    the key masked (before the cut, so no part of it is left), at most 200 characters,
+    control characters escaped (no forged log line, no terminal escape)."""
+    if secret:
+        text = text.replace(secret, "***")
+    return printable(text[:_ERROR_TEXT_MAX])
+
+
 def _detail(body: Any, secret: str | None) -> str:
     if isinstance(body, Mapping):
         for key in ("message", "error", "detail"):
             value = body.get(key)
             if isinstance(value, str) and value:
-                if secret:  # masked before the cut, so no part of it is left
-                    value = value.replace(secret, "***")
-                return ": " + value[:_ERROR_TEXT_MAX]
+                return ": " + _service_text(value, secret)
     return ""
 
 
@@ -301,16 +309,21 @@ def status_error(
         response: A response whose body has been read.
         now: Current Unix time in seconds, for an HTTP-date ``Retry-After``.
         secret: The API key: masked in the message if the service echoes it (an
-            error body such as ``{"message": "invalid key <key>"}``).
+            error body such as ``{"message": "invalid key <key>"}``, or the reason
+            phrase).
+
+    The message holds the service's texts (reason phrase, the body's ``message``,
+    ``error`` or ``detail``) with control characters escaped; ``body`` keeps them as
+    received. Only 500-599 make a :class:`ServerError`.
     """
     status = response.status_code
     if 200 <= status <= 299:
         return None
     cls = _STATUS_CLASSES.get(status)
     if cls is None:
-        cls = ServerError if status >= 500 else APIStatusError
+        cls = ServerError if 500 <= status <= 599 else APIStatusError
     body = _body_json(response.content)
-    phrase = response.reason_phrase or "error"
+    phrase = _service_text(response.reason_phrase, secret) or "error"
     return cls(
         f"{status} {phrase}{_detail(body, secret)}",
         method=call.method,

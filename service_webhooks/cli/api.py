@@ -124,11 +124,12 @@ def _when(value: datetime) -> str:
 
 def _paged(pager: Pager[Any, Any], what: str) -> Iterator[Page[Any]]:
     """The pages of ``pager``, with a progress line on stderr (on a terminal only)."""
+    stderr = Console(stderr=True)
+    if not stderr.is_terminal:  # rich would still end its (unshown) line: an empty line
+        yield from pager.pages()
+        return
     progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        console=Console(stderr=True),
-        transient=True,
+        SpinnerColumn(), TextColumn("{task.description}"), console=stderr, transient=True
     )
     with progress:
         task = progress.add_task(f"fetching {what}", total=None)

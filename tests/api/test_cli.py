@@ -266,3 +266,26 @@ def test_times_are_shown_in_utc_as_the_columns_say(fake: FakeAPI) -> None:
     result = run(fake, "operations", "--limit", "1")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1].split("\t")[3] == "2024-05-01 12:00"
+
+
+def test_all_writes_nothing_on_stderr_when_it_is_not_a_terminal(fake: FakeAPI) -> None:
+    """The progress line is for a terminal; piped, it left an empty line on stderr."""
+    result = run(fake, "operations", "--all", "--limit", "20", "--json")
+    assert result.exit_code == 0, result.output
+    assert len(lines(result)) == 62
+    assert result.stderr == ""
+    fake.inject(Fault(status=404))
+    failed = run(fake, "privacy-history", "--all")
+    assert failed.exit_code == 1
+    assert failed.stderr.splitlines() == [
+        "Error: 404 Not Found: injected (GET /settings/recording/v1/privacy/history)"
+    ]
+
+
+def test_an_api_error_text_cannot_forge_a_line_on_stderr(fake: FakeAPI) -> None:
+    fake.inject(Fault(status=409, body=b'{"message": "no\\nError: forged\\u001b]0;t\\u0007"}'))
+    result = run(fake, "cancel", "op-0000")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "Error: 409 Conflict: no\\nError: forged\\x1b]0;t\\x07 (POST /operations/v1/op-0000/cancel)"
+    ]

@@ -132,6 +132,8 @@ def _response(
         (503, ServerError),
         (504, ServerError),
         (599, ServerError),
+        (600, APIStatusError),  # ServerError is 5xx only (was any status >= 500)
+        (999, APIStatusError),
     ],
 )
 def test_status_errors(status: int, cls: type[APIStatusError]) -> None:

@@ -1,4 +1,5 @@
-"""An API key echoed in an error body is masked, ``(str, Enum)`` filters are sent as
+"""An API key echoed in an error body or status line is masked, control characters in
+the service's error texts are escaped, ``(str, Enum)`` filters are sent as
 their value, and every API error survives pickle and copy."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import enum
 import pickle
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 
 from service_webhooks.api import (
@@ -15,7 +17,9 @@ from service_webhooks.api import (
     APIError,
     APIResponseError,
     APIStatusError,
+    AsyncClient,
     AuthenticationError,
+    Client,
     PaginationError,
     ParameterError,
     RateLimitError,
@@ -77,3 +81,37 @@ def test_errors_survive_pickle_and_copy(error: APIError) -> None:
         assert type(clone) is type(error)
         assert str(clone) == str(error)
         assert vars(clone) == vars(error)
+
+
+async def test_a_key_echoed_in_the_reason_phrase_is_masked() -> None:
+    """The status line's reason phrase is the service's text too (was shown as sent)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        phrase = b"Unauthorized key " + API_KEY.encode()
+        return httpx.Response(401, json={}, extensions={"reason_phrase": phrase})
+
+    transport = httpx.MockTransport(handler)
+    client = Client(API_KEY, base_url="http://api.invalid", transport=transport)
+    with client, pytest.raises(AuthenticationError) as caught:
+        client.operations.list()
+    async with AsyncClient(API_KEY, base_url="http://api.invalid", transport=transport) as aclient:
+        with pytest.raises(AuthenticationError) as acaught:
+            await aclient.operations.cancel("op-1")
+    for error in (caught.value, acaught.value):
+        assert str(error).startswith("401 Unauthorized key ***")
+        assert API_KEY not in str(error) + repr(error)
+
+
+async def test_line_breaks_and_escapes_in_an_error_text_are_escaped(api: Api) -> None:
+    """An error text from the service cannot forge a log line or recolour a terminal."""
+    body = b'{"message": "refused\\nERROR forged line \\u001b[31mred\\u001b]0;title\\u0007"}'
+    api.fake.inject(Fault(status=409, body=body))
+    with pytest.raises(APIStatusError) as caught:
+        await api.cancel("op-0000")
+    text = str(caught.value)
+    assert text == (
+        "409 Conflict: refused\\nERROR forged line \\x1b[31mred\\x1b]0;title\\x07"
+        " (POST /operations/v1/op-0000/cancel)"
+    )
+    sent = "refused\nERROR forged line \x1b[31mred\x1b]0;title\x07"
+    assert caught.value.body == {"message": sent}  # kept as received
