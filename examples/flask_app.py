@@ -21,7 +21,7 @@ from service_webhooks.adapters.flask import ServiceWebhooks
 webhooks = ServiceWebhooks()
 
 
-@webhooks.on("note.created")
+@webhooks.on("note.created", version=1)
 def note_created(event: Event[NoteCreated]) -> None:
     current_app.logger.info("note %s by %s", event.data.id, event.data.author)
 

@@ -170,3 +170,48 @@ def test_the_outcome_module_table_lists_every_reason_of_the_status_page() -> Non
     docstring = _outcome.__doc__ or ""
     missing = sorted(reason for reason in reasons if f"``{reason}``" not in docstring)
     assert not missing, f"service_webhooks/_outcome.py's table lacks {missing}"
+
+
+EXAMPLES = sorted((ROOT / "examples").rglob("*.py"))
+TYPED_HANDLER = re.compile(
+    r"^@\w+\.on\((?P<args>[^)]*)\)[^\n]*\n(?:async )?def \w+\(event: Event\[(?P<model>\w+)\]",
+    re.M,
+)
+
+
+@pytest.mark.parametrize(
+    "page", [*PAGES, *EXAMPLES], ids=[str(p.relative_to(ROOT)) for p in [*PAGES, *EXAMPLES]]
+)
+def test_a_handler_typed_with_a_built_in_model_is_pinned_to_its_version(page: Path) -> None:
+    """Only version 1 of an event has a typed model (spec §9): an ``on(name)`` handler
+    without ``version=`` also gets a later version, whose ``data`` is plain JSON, so
+    one annotated ``Event[NoteCreated]`` would raise on it (500 until the event dies)."""
+    from service_webhooks import EVENT_MODELS
+
+    models = {model.__name__: key for key, model in EVENT_MODELS.items()}
+    for found in TYPED_HANDLER.finditer(page.read_text(encoding="utf-8")):
+        if found["model"] in models:
+            version = models[found["model"]][1]
+            assert f"version={version}" in found["args"], (
+                f"{page.name}: on({found['args']}) gives Event[{found['model']}] "
+                f"every version; add version={version}"
+            )
+
+
+def test_the_idempotency_key_example_keys_a_later_version_of_its_event() -> None:
+    """docs/idempotency.md's key function for receivers with several events also runs
+    for a later ``note.created`` version (plain JSON ``data``, spec §9)."""
+    from service_webhooks import Event, NoteCreated
+
+    text = (ROOT / "docs/idempotency.md").read_text(encoding="utf-8")
+    (block,) = [b for b in PYTHON_BLOCK.findall(text) if "def key(event)" in b]
+    namespace: dict[str, object] = {}
+    exec(block, namespace)  # noqa: S102 - the page's own example
+    key = namespace["key"]
+    assert callable(key)
+    body = b'{"eventName":"note.created","version":2,"data":{"noteId":"n-1"}}'
+    later = Event("note.created", 2, {"noteId": "n-1"}, "o-1", 1_700_000_000, "", body)
+    assert isinstance(key(later), str)
+    assert key(later)
+    first = Event("note.created", 1, NoteCreated(id="n-1", author="a", text=""), "o-1", 0, "")
+    assert key(first) == "n-1"

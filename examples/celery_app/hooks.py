@@ -40,7 +40,7 @@ handoff = CeleryHandoff(  # store=: the worker dedups too
 )
 
 
-@handoff.on("note.created")
+@handoff.on("note.created", version=1)
 def index_note(event: Event[NoteCreated]) -> None:
     """Runs in the Celery worker, with the same Event the receiver built."""
     log.info("indexing note %s by %s ...", event.data.id, event.data.author)

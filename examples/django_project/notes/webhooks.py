@@ -6,7 +6,7 @@ from service_webhooks.adapters.django import receiver
 from .models import Note
 
 
-@receiver.on("note.created")
+@receiver.on("note.created", version=1)
 def note_created(event: Event[NoteCreated]) -> None:
     # idempotent: a redelivery (spec §6.1) updates the same row instead of adding one
     Note.objects.update_or_create(
