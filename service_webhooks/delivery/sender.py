@@ -15,6 +15,11 @@ The rules:
   for the audit log; the rest is discarded with the connection. A status that arrived
   within the deadline is the attempt's answer even when its body is still coming at the
   deadline (the snippet then holds what arrived).
+* A receiver may answer before it has read the body (an early 413 or 401) and then
+  reset the connection. The client's write fails first, and the event loop's transport,
+  closing on that error, would discard the answer already waiting in the socket; so
+  each plain-HTTP connection keeps a duplicate of its socket, and the answer is read
+  from it: the status counts, as any status received does.
 * A 1xx status is an answer like any other (spec §7: permanent failure). HTTP clients
   skip an informational response and wait for a final one, so the first bytes each
   request reads are kept: when no final response follows (the connection closes, a
@@ -41,6 +46,7 @@ import errno
 import functools
 import logging
 import re
+import socket
 import ssl
 import time
 import urllib.parse
@@ -103,23 +109,54 @@ class _Progress:
 
 
 class _RecordingStream(httpcore.AsyncNetworkStream):
-    """Keeps the first bytes read for the current attempt (see :data:`_head`)."""
+    """Keeps the first bytes read for the current attempt (see :data:`_head`).
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+    ``spare`` is a duplicate of a plain TCP stream's socket: when a read fails because
+    the connection broke (the receiver reset it after answering, and the failed write of
+    the body closed the event loop's transport), what the receiver sent before the reset
+    is still in the socket and is read from the duplicate.
+    """
+
+    def __init__(
+        self, inner: httpcore.AsyncNetworkStream, spare: socket.socket | None = None
+    ) -> None:
         self._inner = inner
+        self._spare = spare
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = await self._inner.read(max_bytes, timeout)
+        try:
+            data = await self._inner.read(max_bytes, timeout)
+        except httpcore.ReadError:
+            data = self._unread(max_bytes)
+            if not data:
+                raise
         head = _head.get()
         if head is not None and len(head) < _HEAD_SIZE:
             head += data[: _HEAD_SIZE - len(head)]
         return data
 
+    def _unread(self, max_bytes: int) -> bytes:
+        """Bytes received before the connection broke, still unread (``b""``: none)."""
+        if self._spare is None:
+            return b""
+        try:
+            return self._spare.recv(max_bytes)  # non-blocking, as the stream's socket
+        except OSError:  # nothing was left (BlockingIOError), or only the reset
+            return b""
+
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         await self._inner.write(buffer, timeout)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        try:
+            await self._inner.aclose()
+        finally:
+            self._close_spare()
+
+    def _close_spare(self) -> None:
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
 
     async def start_tls(
         self,
@@ -127,6 +164,8 @@ class _RecordingStream(httpcore.AsyncNetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.AsyncNetworkStream:
+        # The socket now carries TLS records: its raw bytes are no answer to read.
+        self._close_spare()
         return _RecordingStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> object:
@@ -148,7 +187,7 @@ class _RecordingBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        return _RecordingStream(stream)
+        return _RecordingStream(stream, _duplicate(stream.get_extra_info("socket")))
 
     async def connect_unix_socket(
         self,
@@ -163,6 +202,17 @@ class _RecordingBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+def _duplicate(raw: object) -> socket.socket | None:
+    """A duplicate of a stream's socket (asyncio hands out a ``TransportSocket`` wrapper,
+    whose ``dup`` gives a plain socket), or ``None`` when the stream exposes none."""
+    dup = getattr(raw, "dup", None)
+    spare = dup() if callable(dup) else None
+    if not isinstance(spare, socket.socket):
+        return None
+    spare.setblocking(False)  # shares the stream's file status: non-blocking already
+    return spare
+
+
 _HOOK = ("_pool", "_network_backend")
 """Where the stream wrapper goes: ``AsyncHTTPTransport._pool._network_backend``, private
 attributes of httpx 0.2x and httpcore 1.x (no public hook sees a 1xx status line)."""
@@ -175,9 +225,10 @@ def _recording_transport(
 
     Where the installed httpx or httpcore no longer has :data:`_HOOK`, the transport is
     returned unwrapped and a WARNING is logged once per process (the detection would
-    otherwise turn off silently): every final status still counts, but a lone 1xx is
-    then reported as the connection failure the client saw (temporary, retried) rather
-    than as its status (permanent, spec §7).
+    otherwise turn off silently): every final status still counts, but a lone 1xx, or an
+    answer sent before the body was read and followed by a reset, is then reported as
+    the connection failure the client saw (temporary, retried) rather than as its status
+    (spec §7).
     """
     transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, trust_env=False)
     pool = getattr(transport, _HOOK[0], None)
@@ -196,7 +247,8 @@ def _warn_unhooked() -> None:
         "service_webhooks.delivery: httpx %s / httpcore %s has no AsyncHTTPTransport.%s "
         "to wrap: a 1xx status with no final response after it is reported as a "
         "connection failure (temporary, retried) instead of its status (a permanent "
-        "failure, spec §7); every other answer is unaffected. Install the httpx and "
+        "failure, spec §7), and so is an answer sent before the body was read and "
+        "followed by a reset; every other answer is unaffected. Install the httpx and "
         "httpcore the emulator supports: pip install 'httpx>=0.27,<1' 'httpcore>=1,<2'",
         httpx.__version__,
         getattr(httpcore, "__version__", "?"),
@@ -260,6 +312,8 @@ def _classify_transport_error(error: Exception) -> _Failed:
             return _Failed(Failure.TLS, f"TLS error: {detail}")
         if isinstance(cause, ConnectionRefusedError):
             return _Failed(Failure.REFUSED, "connection refused")
+        if isinstance(cause, (ConnectionResetError, BrokenPipeError)):
+            return _Failed(Failure.TRANSPORT, "connection reset by the receiver without a response")
         if isinstance(cause, OSError) and cause.errno in _UNREACHABLE:
             return _Failed(Failure.UNREACHABLE, f"host unreachable: {cause.strerror}")
     if isinstance(error, httpx.ConnectError):

@@ -1,12 +1,15 @@
 """What counts as the receiver's answer (spec §3.3, §6.1, §7): a 1xx status line with no
-final response after it, a status whose body is still coming at the deadline, and a TLS
-connection verified for one host name never reused for another."""
+final response after it, a status whose body is still coming at the deadline, a status
+sent before the body was read and followed by a reset, and a TLS connection verified for
+one host name never reused for another."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -173,6 +176,51 @@ async def test_a_status_in_time_counts_even_if_its_body_is_late(
     assert (outcome.status, outcome.result, outcome.failure) == (status, result, None)
     assert outcome.response_snippet == "partial"
     assert outcome.duration < 2
+
+
+async def answer_unread_then_reset(answer: bytes) -> tuple[str, asyncio.Server]:
+    """A receiver that reads only the request head, answers, then resets the connection
+    (SO_LINGER 0) while the body is still coming: an early 413 or 401, as a proxy with a
+    smaller body limit sends. A small receive buffer makes the client still be sending."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    listener.bind(("127.0.0.1", 0))
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the answer has arrived; the body is still being sent
+        linger = struct.pack("ii", 1, 0)
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        writer.transport.abort()
+
+    server = await asyncio.start_server(handle, sock=listener)
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/", server
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("status", "result"), [(413, Result.PERMANENT_FAILURE), (503, Result.TEMPORARY_FAILURE)]
+)
+async def test_a_status_sent_before_the_body_was_read_counts_despite_a_reset(
+    status: int, result: Result, loopback_sender: Any
+) -> None:
+    # Spec §3.3, §7: a response received is classified by its status. Before the fix the
+    # reset that followed an early answer discarded it: "transport error: ReadError",
+    # a temporary failure, so a 413 was retried for 24 hours. The body is larger than
+    # the loopback socket buffers, as a 1 MiB body is over a real network.
+    raw = f"HTTP/1.1 {status} X\r\ncontent-length: 5\r\nconnection: close\r\n\r\nearly"
+    url, server = await answer_unread_then_reset(raw.encode())
+    body = b'{"eventName":"note.created","version":1,"data":"' + b"x" * 8_000_000 + b'"}'
+    try:
+        async with loopback_sender(deadline=5) as sender:
+            outcome = await sender.send(url, body, secret="s", organization_id="o")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert (outcome.status, outcome.result, outcome.failure) == (status, result, None)
+    assert outcome.response_snippet == "early"
 
 
 @pytest.fixture(scope="module")

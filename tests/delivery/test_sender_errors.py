@@ -202,6 +202,19 @@ def wrapped(cause: BaseException, error: Exception) -> Exception:
          "protocol error (HTTP/HTTPS mismatch?): bad header"),
         (httpx.UnsupportedProtocol("gopher"), Failure.TRANSPORT,
          "transport error: UnsupportedProtocol: gopher"),
+        # The receiver reset the connection without answering (spec §6.3: the audit log
+        # describes the result); before the fix: "transport error: ReadError: ReadError".
+        (
+            wrapped(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"),
+                    httpx.ReadError("")),
+            Failure.TRANSPORT,
+            "connection reset by the receiver without a response",
+        ),
+        (
+            wrapped(BrokenPipeError(errno.EPIPE, "Broken pipe"), httpx.WriteError("")),
+            Failure.TRANSPORT,
+            "connection reset by the receiver without a response",
+        ),
     ],
 )  # fmt: skip
 def test_classifier(error: Exception, failure: Failure, description: str) -> None:
