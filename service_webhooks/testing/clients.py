@@ -28,13 +28,13 @@ client's own (``response.status_code`` works with each of them). The pytest plug
 Each call makes a new body: the envelope carries a random top-level
 ``testDeliveryId`` (ignored by receivers, spec §9), so its default idempotency key is
 new on every call and every test run, even against a persistent store. Pass
-``unique=False`` for a body that depends only on the arguments, or send the same bytes
-twice with ``post`` to exercise a duplicate.
+``unique=False`` for a body that depends only on the arguments. To exercise a
+duplicate, send the same bytes twice with ``post``: ``body(event_name, data)`` makes
+them, fresh on each call as a call's are.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import uuid
 from collections.abc import Mapping
@@ -100,6 +100,16 @@ class _Base:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.signer!r})"
 
+    def body(self, event_name: str, data: Any, *, version: int = 1, unique: bool = True) -> bytes:
+        """The envelope bytes a call with these arguments sends: ``post`` them twice to
+        exercise a retry (``processed``, then ``duplicate``). Fresh on every call unless
+        ``unique=False``, so such a test passes in every run, whatever the store keeps.
+
+        Raises:
+            TypeError: ``data`` is not JSON-encodable.
+        """
+        return _body(event_name, data, version, unique)
+
     def _sign(
         self,
         body: bytes,
@@ -107,9 +117,14 @@ class _Base:
         organization_id: str | None,
         headers: Mapping[str, str] | None,
     ) -> dict[str, str]:
+        if headers is not None and not isinstance(headers, Mapping):
+            raise TypeError(
+                "headers must be a mapping of header name to value, not "
+                f"{type(headers).__name__}: headers={{'X-Name': 'value'}}"
+            )
         signer = self.signer
         if organization_id is not None:
-            signer = dataclasses.replace(signer, organization_id=organization_id)
+            signer = signer.for_organization(organization_id)
         signed = signer.headers(body, timestamp=timestamp)
         if headers:  # header names are case-insensitive: an override replaces, never adds
             overridden = {name.lower() for name in headers}
@@ -161,7 +176,7 @@ class Deliverer(_Base):
 
         Raises:
             UnsupportedClientError: ``client`` is not a known sync test client.
-            TypeError: ``data`` is not JSON-encodable.
+            TypeError: ``data`` is not JSON-encodable, or ``headers`` is not a mapping.
         """
         body = _body(event_name, data, version, unique)
         return self.post(
@@ -181,7 +196,8 @@ class Deliverer(_Base):
         """Sign raw ``body`` bytes and POST them (a retry of a body, or a malformed one).
 
         Raises:
-            TypeError: ``body`` is not ``bytes`` (encode a ``str`` first).
+            TypeError: ``body`` is not ``bytes`` (encode a ``str`` first), or ``headers``
+                is not a mapping.
             UnsupportedClientError: ``client`` is not a known sync test client.
         """
         signed = self._sign(body, timestamp, organization_id, headers)

@@ -3,7 +3,10 @@
 Fixtures (each function-scoped; override ``webhook_secret`` or
 ``webhook_organization_id`` in your ``conftest.py`` to match your app's settings):
 
-* ``webhook_secret``: a fresh random secret (``str``, 43 URL-safe characters).
+* ``webhook_secret``: a fresh random secret (``str``, 43 URL-safe characters); an
+  override may return any form ``WebhookReceiver(secrets=...)`` takes (a rotation list,
+  an ``{organization ID: secret(s)}`` mapping...): deliveries are signed with its newest
+  secret for ``webhook_organization_id``.
 * ``webhook_organization_id``: ``"o-TEST-na1"``, the ``o`` deliveries are signed as.
 * ``webhook_signer``: a :class:`~service_webhooks.testing.signer.Signer` for those two;
   ``webhook_signer.delivery(name, data)`` returns ``(body, headers)``.
@@ -37,6 +40,7 @@ import pytest
 # pytest loads this plugin before coverage measurement starts: everything else is
 # imported inside the fixtures, so the library's modules are measured like any other.
 if TYPE_CHECKING:
+    from .._credentials import SecretsConfig
     from .._receiver import WebhookReceiver
     from .clients import AsyncDeliverer, Deliverer
     from .signer import Signer
@@ -44,7 +48,8 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def webhook_secret() -> str:
-    """A fresh random signing secret; override it to return your app's test secret."""
+    """A fresh random signing secret; override it to return what your app's test
+    settings configure (a secret, a rotation list, a mapping, as ``secrets=`` takes)."""
     from .._credentials import generate_secret
 
     return generate_secret()
@@ -57,8 +62,9 @@ def webhook_organization_id() -> str:
 
 
 @pytest.fixture
-def webhook_signer(webhook_secret: str, webhook_organization_id: str) -> Signer:
-    """A signer for ``webhook_secret`` and ``webhook_organization_id``."""
+def webhook_signer(webhook_secret: SecretsConfig, webhook_organization_id: str) -> Signer:
+    """A signer for ``webhook_secret`` (its newest secret for the organization) and
+    ``webhook_organization_id``."""
     from .signer import Signer
 
     return Signer(webhook_secret, organization_id=webhook_organization_id)
@@ -81,7 +87,7 @@ def adeliver_webhook(webhook_signer: Signer) -> AsyncDeliverer:
 
 
 @pytest.fixture
-def webhook_receiver(webhook_secret: str) -> WebhookReceiver:
+def webhook_receiver(webhook_secret: SecretsConfig) -> WebhookReceiver:
     """A receiver for ``webhook_secret`` with an in-memory store (register handlers on it)."""
     from .._receiver import WebhookReceiver
 

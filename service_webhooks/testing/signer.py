@@ -13,13 +13,15 @@ test delivery and an emulated one are byte-for-byte alike for the same ``t``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import msgspec
 
-from .._credentials import Secret, SecretLike, check_organization_id
+from .._credentials import Secret, SecretsConfig, as_resolver, check_organization_id
 from .._envelope import CONTENT_TYPE
+from .._exceptions import ConfigurationError
 from .._signing import SIGNATURE_HEADER, sign
 
 __all__ = ["CONTENT_TYPE", "Signer"]
@@ -32,23 +34,37 @@ class Signer:
     """Builds signed delivery requests.
 
     Attributes:
-        secret: The endpoint secret the receiver under test is configured with; a
-            ``str`` or ``bytes`` is held as a :class:`~service_webhooks.Secret` (bytes,
-            redacted ``repr``). Pass it to ``WebhookReceiver(secrets=...)`` as is.
+        secret: What the receiver under test is configured with, in any form
+            ``WebhookReceiver(secrets=...)`` accepts (spec §5.2): a ``str`` or
+            ``bytes`` secret, a rotation list (newest first), a mapping
+            ``{organization ID: secret(s)}`` or a callable ``organization_id ->
+            secret(s) or None``. The signer signs as the service does, with one secret:
+            the newest (first) one for ``organization_id``, held as a
+            :class:`~service_webhooks.Secret` (bytes, redacted ``repr``).
         organization_id: The ``o`` value to sign as.
 
     Raises:
-        ConfigurationError: An empty secret, or an ``organization_id`` no header can
-            carry (empty, not printable ASCII, or holding ``,``).
+        ConfigurationError: No secret (``None``, empty), a configuration the receiver
+            would refuse too, one that holds no secret for ``organization_id`` (the
+            message names it), or an ``organization_id`` no header can carry (empty,
+            not printable ASCII, or holding ``,``).
     """
 
-    secret: Secret | SecretLike
+    secret: Secret | SecretsConfig
     organization_id: str = "o-TEST-na1"
+    _secrets: SecretsConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_organization_id(self.organization_id)  # sign() would refuse it later
-        if not isinstance(self.secret, Secret):
-            object.__setattr__(self, "secret", Secret(self.secret))
+        secret = _newest_secret(self.secret, self.organization_id)
+        if secret is None:
+            raise ConfigurationError(
+                f"the secrets hold no secret for organization {self.organization_id!r}: sign "
+                "as one of their organizations (Signer(..., organization_id=...), or override "
+                "the webhook_organization_id fixture)"
+            )
+        object.__setattr__(self, "_secrets", self.secret)
+        object.__setattr__(self, "secret", secret)
 
     def __repr__(self) -> str:
         return f"Signer(secret=<redacted>, organization_id={self.organization_id!r})"
@@ -61,8 +77,24 @@ class Signer:
             TypeError: ``body`` is not ``bytes`` (a ``str`` must be encoded first: the
                 signature covers the exact bytes sent).
         """
-        signature = sign(body, self.secret, self.organization_id, timestamp=timestamp)
+        secret = cast("Secret", self.secret)  # resolved by __post_init__
+        signature = sign(body, secret, self.organization_id, timestamp=timestamp)
         return {"Content-Type": CONTENT_TYPE, SIGNATURE_HEADER: signature}
+
+    def for_organization(self, organization_id: str) -> Signer:
+        """The signer of the same secrets configuration signing as ``organization_id``:
+        with a mapping or a callable, that organization's newest secret; for an
+        organization they hold none for, this signer's secret (the receiver answers such
+        a delivery 401 ``unknown_organization``, as one from the service).
+
+        Raises:
+            ConfigurationError: ``organization_id`` is one no header can carry.
+        """
+        check_organization_id(organization_id)
+        found = _newest_secret(self._secrets, organization_id)
+        signer = Signer(self.secret if found is None else found, organization_id=organization_id)
+        object.__setattr__(signer, "_secrets", self._secrets)
+        return signer
 
     def delivery(
         self, event_name: str, data: Any, *, version: int = 1, timestamp: int | None = None
@@ -79,6 +111,32 @@ class Signer:
             TypeError: ``body`` is not ``bytes``.
         """
         return body, self.headers(body, timestamp=timestamp)
+
+
+_FORMS = (
+    "a str or bytes secret, a rotation list (newest first), an {organization ID: "
+    "secret(s)} mapping or a callable, as WebhookReceiver(secrets=...) takes"
+)
+
+
+def _newest_secret(secrets: object, organization_id: str) -> Secret | None:
+    """The secret the service signs with for ``organization_id``: the first (newest) of
+    those ``secrets`` holds for it (spec §5.2); ``None`` when they hold none for it.
+
+    Raises:
+        ConfigurationError: ``secrets`` is missing or empty, or a form a receiver refuses.
+    """
+    if isinstance(secrets, Secret):
+        return secrets
+    if isinstance(secrets, (str, bytes)) and secrets:
+        return Secret(secrets)
+    shaped = isinstance(secrets, (Sequence, Mapping)) or callable(secrets)
+    if not shaped or not secrets:  # None (an unset setting), "", [], {}, a number
+        what = type(secrets).__name__ if secrets is not None else "None"
+        empty = "an empty " if shaped else ""
+        raise ConfigurationError(f"Signer needs {_FORMS}, not {empty}{what}")
+    found = as_resolver(cast("SecretsConfig", secrets))(organization_id)
+    return found[0] if found else None
 
 
 DELIVERY_ID_FIELD = "testDeliveryId"

@@ -117,3 +117,13 @@ def test_a_deliverer_needs_a_signer(cls: type[Deliverer | AsyncDeliverer], signe
     """Before: built anyway, then ``'str' object has no attribute 'headers'`` on use."""
     with pytest.raises(TypeError, match=rf"{cls.__name__} needs a Signer, not"):
         cls(signer)
+
+
+@pytest.mark.parametrize("headers", [[("X-Trace", "1")], "X-Trace: 1"])
+def test_headers_that_are_not_a_mapping_are_refused_clearly(
+    headers: Any, deliver_webhook: Deliverer
+) -> None:
+    """Before: ``'tuple' object has no attribute 'lower'`` (or a ``str``'s letters)."""
+    match = r"headers must be a mapping of header name to value, not " + type(headers).__name__
+    with pytest.raises(TypeError, match=match):
+        deliver_webhook.post(object(), "/webhooks", b"{}", headers=headers)
