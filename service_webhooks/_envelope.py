@@ -33,6 +33,7 @@ bodies and return the same envelope.
 from __future__ import annotations
 
 import codecs
+import math
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -66,12 +67,43 @@ def encode_envelope(name: str, data: Any, version: int = 1) -> bytes:
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigurationError("version must be an int")
     try:
-        body = msgspec.json.encode({"eventName": name, "version": version, "data": data})
-    except (TypeError, msgspec.EncodeError) as error:
+        body = encode_json({"eventName": name, "version": version, "data": data})
+    except TypeError as error:
         raise ConfigurationError(f"event data is not JSON-encodable: {error}") from None
     if len(body) > MAX_BODY_SIZE:
         raise PayloadTooLargeError(f"envelope is {len(body)} bytes, over {MAX_BODY_SIZE}")
     return body
+
+
+def encode_json(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON (non-ASCII text as raw UTF-8, not ``\\u`` escapes).
+
+    Raises:
+        TypeError: ``value`` holds what JSON cannot: a type msgspec does not encode, or
+            a NaN or infinite float (RFC 8259 §6), which msgspec would write as ``null``.
+    """
+    try:
+        body = msgspec.json.encode(value)
+    except msgspec.EncodeError as error:
+        raise TypeError(str(error)) from None
+    if b"null" in body and _non_finite(msgspec.to_builtins(value)):  # NaN, ±inf -> null
+        raise TypeError("NaN and infinite numbers have no JSON form")
+    return body
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a NaN or infinite float is anywhere in ``value`` (built-in types)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 class _RawEnvelope(msgspec.Struct, frozen=True):

@@ -17,10 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import msgspec
-
 from .._credentials import Secret, SecretsConfig, as_resolver, check_organization_id
-from .._envelope import CONTENT_TYPE
+from .._envelope import CONTENT_TYPE, encode_json
 from .._exceptions import ConfigurationError
 from .._signing import SIGNATURE_HEADER, sign
 
@@ -165,6 +163,6 @@ def envelope(
     if delivery_id is not None:
         fields[DELIVERY_ID_FIELD] = delivery_id
     try:
-        return msgspec.json.encode(fields)
-    except (TypeError, msgspec.EncodeError) as error:
+        return encode_json(fields)
+    except TypeError as error:
         raise TypeError(f"event data is not JSON-encodable: {error}") from None

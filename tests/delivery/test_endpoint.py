@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from service_webhooks import Secret
 from service_webhooks._exceptions import ConfigurationError, PayloadTooLargeError
 from service_webhooks.delivery import MAX_BODY_SIZE, Endpoint, OutboundEvent, encode_envelope
+from service_webhooks.testing import envelope
 
 
 @pytest.mark.parametrize(
@@ -111,3 +113,16 @@ def test_a_subcategory_must_be_a_string() -> None:
         Endpoint("https://h.example/", "s", {"segment.trend.alert"}, subcategory=5)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="subcategory must be a string"):
         OutboundEvent("segment.trend.alert", {}, subcategory=["a"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_a_number_json_cannot_hold_is_refused_not_sent_as_null(number: float) -> None:
+    """msgspec writes NaN and infinity as ``null``: the event would carry other data."""
+    with pytest.raises(ConfigurationError, match="NaN and infinite numbers have no JSON form"):
+        encode_envelope("e", {"ok": None, "deep": [[{"x": number}]]})
+    with pytest.raises(TypeError, match="not JSON-encodable: NaN and infinite"):
+        envelope("e", [number])
+    assert json.loads(encode_envelope("e", {"ok": None, "n": 1.5}))["data"] == {
+        "ok": None,
+        "n": 1.5,
+    }
