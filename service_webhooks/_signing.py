@@ -278,8 +278,10 @@ def sign(
             f"not {type(t).__name__}"
         )
     if not 0 <= t < 10**_MAX_T_DIGITS:
+        hint = f" ({t} looks like milliseconds: divide by 1000)" if 13 <= len(str(t)) <= 14 else ""
         raise SignatureFormatError(
-            f"timestamp must be a non-negative Unix time of at most {_MAX_T_DIGITS} digits"
+            f"timestamp must be a non-negative Unix time in seconds, of at most "
+            f"{_MAX_T_DIGITS} digits{hint}"
         )
     digest = compute_signature(body, secret, f":{organization_id}:{t}".encode())
     return f"o:{organization_id},t:{t},v:{base64.b64encode(digest).decode('ascii')}"

@@ -35,6 +35,19 @@ def test_sign_with_an_int_timestamp_parses_back() -> None:
     assert parse_signature_header(sign(BODY, KEY, "o-1", timestamp=NOW)).timestamp == NOW
 
 
+@pytest.mark.parametrize(
+    ("timestamp", "hint"),
+    [(NOW * 1000, True), (NOW * 1000 + 999, True), (10**12, True), (-1, False), (10**15, False)],
+)
+def test_sign_refuses_a_timestamp_out_of_range_naming_milliseconds(
+    timestamp: int, hint: bool
+) -> None:
+    """``int(time.time() * 1000)`` is the likely mistake: the message says to divide."""
+    with pytest.raises(SignatureFormatError, match="Unix time in seconds") as caught:
+        sign(BODY, KEY, "o-1", timestamp=timestamp)
+    assert ("looks like milliseconds: divide by 1000" in str(caught.value)) is hint
+
+
 @pytest.mark.parametrize("timestamp", [time.time(), True, "123"])
 def test_the_signer_refuses_a_timestamp_that_is_no_int(timestamp: Any) -> None:
     signer = Signer(KEY, organization_id="o-1")
