@@ -15,7 +15,7 @@ import msgspec
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Func, Q, QuerySet, Subquery, Value
+from django.db.models import Count, F, Func, Q, QuerySet, Subquery, Sum, Value
 
 from service_webhooks.inbox import (
     DEFAULT_INBOX_RETENTION,
@@ -38,7 +38,8 @@ from .models import ReceivedDeliveryRecord
 
 __all__ = ["DjangoInbox"]
 
-UTC = datetime.UTC
+_PRUNE_BATCH = 500
+"""Records deleted by one statement of the size cap (their IDs are read that many at once)."""
 _FIELDS = [f for f in ReceivedDelivery.__struct_fields__ if f not in ("seen", "replays")]
 
 
@@ -103,12 +104,15 @@ class DjangoInbox(SyncInbox):
         return row.seen
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
+        row = self._rows.filter(id=delivery_id)
         with transaction.atomic(using=self.using):
-            row = self._rows.select_for_update().filter(id=delivery_id).first()
-            if row is None:
+            # the write lock first (on PostgreSQL the row's, as SELECT FOR UPDATE): SQLite
+            # refuses at once ("database is locked", no busy wait) a transaction that reads
+            # then writes while another connection writes, and this one waits instead
+            if not row.update(replays=F("replays")):
                 return False
-            row.replays = [*row.replays, msgspec.to_builtins(replay)]
-            row.save(update_fields=["replays"])
+            replays = row.values_list("replays", flat=True).get()
+            row.update(replays=[*replays, msgspec.to_builtins(replay)])
         return True
 
     def get(self, delivery_id: str) -> ReceivedDelivery | None:
@@ -133,8 +137,7 @@ class DjangoInbox(SyncInbox):
             )
         found = list(rows.order_by("-received_at", "-id")[: limit + 1])
         items = [_delivery(row) for row in found[:limit]]
-        more = len(found) > limit
-        return InboxPage(tuple(items), encode_cursor(items[-1]) if more else None)
+        return InboxPage(tuple(items), encode_cursor(items[-1]) if len(found) > limit else None)
 
     def counts(
         self, *, since: datetime.datetime | None = None, until: datetime.datetime | None = None
@@ -158,15 +161,22 @@ class DjangoInbox(SyncInbox):
     def prune(self) -> int:
         cutoff = from_micros(int((self._clock() - self.retention) * 1_000_000))
         deleted, _ = self._rows.filter(received_at__lt=_stored_time(cutoff)).delete()
-        if self.max_bytes is not None:
-            total, doomed = 0, []
-            newest_first = self._rows.order_by("-received_at", "-id").values_list("id", "size")
-            for record_id, size in newest_first.iterator(chunk_size=2000):
-                total += size
-                if total > self.max_bytes:
-                    doomed.append(record_id)
-            for start in range(0, len(doomed), 500):
-                deleted += self._rows.filter(id__in=doomed[start : start + 500]).delete()[0]
+        if self.max_bytes is None:
+            return deleted
+        # the cap: the database sums the sizes; the oldest records go, a batch at a time,
+        # until the rest fits (only the IDs and sizes of the records deleted are read)
+        total = self._rows.aggregate(total=Sum("size"))["total"] or 0
+        oldest_first = self._rows.order_by("received_at", "id").values_list("id", "size")
+        while total > self.max_bytes:
+            doomed = []
+            for record_id, size in oldest_first[:_PRUNE_BATCH]:
+                if total <= self.max_bytes:
+                    break
+                doomed.append(record_id)
+                total -= size
+            if not doomed:  # emptied meanwhile (a purge)
+                break
+            deleted += self._rows.filter(id__in=doomed).delete()[0]
         return deleted
 
     def purge(self, query: InboxQuery | None = None) -> int:
@@ -235,14 +245,14 @@ class DjangoInbox(SyncInbox):
 
 def _stored_time(moment: datetime.datetime) -> datetime.datetime:
     """An aware UTC time as Django stores it (naive UTC when ``USE_TZ`` is off)."""
-    moment = moment.astimezone(UTC)
+    moment = moment.astimezone(datetime.UTC)
     return moment if settings.USE_TZ else moment.replace(tzinfo=None)
 
 
 def _delivery(row: ReceivedDeliveryRecord) -> ReceivedDelivery:
     values = {name: getattr(row, name) for name in _FIELDS}
     moment = row.received_at
-    values["received_at"] = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+    values["received_at"] = moment.replace(tzinfo=datetime.UTC) if moment.tzinfo is None else moment
     values["body"] = bytes(row.body)
     replays = msgspec.convert(row.replays, tuple[Replay, ...])
     return ReceivedDelivery(**values, seen=row.seen, replays=replays)
