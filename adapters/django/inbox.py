@@ -15,7 +15,7 @@ import msgspec
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Func, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import CharField, Count, F, Func, Q, QuerySet, Subquery, Sum, Value
 
 from service_webhooks.inbox import (
     DEFAULT_INBOX_RETENTION,
@@ -41,6 +41,11 @@ __all__ = ["DjangoInbox"]
 _PRUNE_BATCH = 500
 """Records deleted by one statement of the size cap (their IDs are read that many at once)."""
 _FIELDS = [f for f in ReceivedDelivery.__struct_fields__ if f not in ("seen", "replays")]
+_LENGTHS = {
+    field.name: field.max_length
+    for field in ReceivedDeliveryRecord._meta.get_fields()
+    if isinstance(field, CharField) and field.max_length and field.name in _FIELDS
+}  # the varchar columns (255 characters; the reason 64; the ID, 32 hex digits, fits)
 
 
 class DjangoInbox(SyncInbox):
@@ -56,7 +61,9 @@ class DjangoInbox(SyncInbox):
     Raises:
         ConfigurationError: A bound out of range.
 
-    Database errors propagate (the receiver answers 503 when :meth:`record` fails). A
+    Text longer than its column is kept cut to it (255 characters: an ``eventName``
+    may fill a 1 MiB body; the reason, 64): the body keeps all of it. Database errors
+    propagate (the receiver answers 503 when :meth:`record` fails). A
     record and its ``seen`` count are written in one ``INSERT``; the async twins run
     in Django's thread-sensitive executor, like Django's async ORM. Every 1000 records
     it prunes by itself.
@@ -89,10 +96,13 @@ class DjangoInbox(SyncInbox):
 
     def record(self, delivery: ReceivedDelivery) -> int:
         values = {name: getattr(delivery, name) for name in _FIELDS}
+        for name, length in _LENGTHS.items():  # PostgreSQL refuses a longer one: a 503
+            if values[name] is not None:
+                values[name] = values[name][:length]
         values["received_at"] = _stored_time(delivery.received_at)
         # seen: counted by the INSERT itself, one write statement (SQLite refuses at once,
         # "database is locked", a transaction that reads then writes while another writes)
-        key = delivery.idempotency_key
+        key = values["idempotency_key"]
         same_key = self._rows.filter(idempotency_key=key).values(n=Func("id", function="COUNT"))
         seen = Subquery(same_key) + 1 if key is not None else Value(1)
         row = self._rows.create(**values, seen=seen, replays=[], size=delivery.size)

@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
-from service_webhooks.inbox.commands import pretty_body
+from service_webhooks.inbox.commands import clip, pretty_body
 
 from ._origins import normalize_origin, parse_trusted_origins
 
@@ -124,6 +124,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["when"] = _when
     env.filters["seconds"] = _seconds
+    env.filters["clip"] = clip  # an event name or organization ID in a table cell
     return env
 
 
@@ -273,8 +274,12 @@ class Dashboard:
                 await _lifespan(receive, send)
             return
 
+        started = False
+
         async def secured(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = [
                     (name, value)
                     for name, value in message.get("headers", [])
@@ -284,11 +289,18 @@ class Dashboard:
                 message = {**message, "headers": headers}
             await send(message)
 
-        denied = await self._deny(scope)
-        if denied is not None:
-            await denied(scope, receive, secured)
-            return
-        await self._router(scope, receive, secured)
+        try:
+            denied = await self._deny(scope)
+            if denied is not None:
+                await denied(scope, receive, secured)
+                return
+            await self._router(scope, receive, secured)
+        except Exception:
+            # the answer is ours, with the headers and no detail; the exception goes on
+            # to the server, which logs it (as Starlette's ServerErrorMiddleware does)
+            if not started:
+                await _SERVER_ERROR(scope, receive, secured)
+            raise
 
     async def _deny(self, scope: Scope) -> ASGIApp | None:
         """A 401/403 response when the request is not authorized, else ``None``."""
@@ -525,6 +537,12 @@ class Dashboard:
 
 
 _LIST_PARAMS = ("outcome", "event", "org", "range", "since", "until", "q")
+_SERVER_ERROR = Response(
+    "Internal server error: see the server's log.\n",
+    status_code=500,
+    media_type="text/plain",
+    headers={"Cache-Control": "no-store"},
+)
 _SECURITY_NAMES = {name.encode() for name, _ in SECURITY_HEADERS}
 _SECURITY_RAW = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS]
 

@@ -141,6 +141,12 @@ class InboxQuery(msgspec.Struct, frozen=True, kw_only=True):
         since: Only records received at or after this time (aware datetime).
         until: Only records received before this time (aware datetime).
         id_prefix: Only records whose ID starts with this (hex digits).
+
+    Raises:
+        ConfigurationError: A ``status_class`` other than 1-5, a naive or out of range
+            ``since``/``until``, an ``id_prefix`` that is not lowercase hex, or a NUL
+            character in ``reasons``, ``event_name`` or ``organization_id`` (no record
+            holds one: the receiver replaces it, and PostgreSQL cannot store it).
     """
 
     reasons: tuple[str, ...] = ()
@@ -161,6 +167,12 @@ class InboxQuery(msgspec.Struct, frozen=True, kw_only=True):
                 raise ConfigurationError("since and until must lie in years 1..9999 in UTC")
         if self.id_prefix is not None and not all(c in "0123456789abcdef" for c in self.id_prefix):
             raise ConfigurationError("id_prefix must be lowercase hex digits")
+        texts = (*self.reasons, self.event_name or "", self.organization_id or "")
+        if any("\x00" in text for text in texts):
+            raise ConfigurationError(
+                "reasons, event_name and organization_id cannot hold a NUL character "
+                "(no record holds one)"
+            )
 
     def matches(self, record: ReceivedDelivery) -> bool:
         """Whether ``record`` is selected (the memory backend's filter)."""
@@ -200,7 +212,10 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         ConfigurationError: Not a cursor this module made.
     """
     micros, _, record_id = cursor.partition("-")
-    if not micros.isdigit() or not record_id or not record_id.isalnum():
+    # ASCII only: str.isdigit() holds for "²", which int() refuses (a ValueError)
+    if not (micros.isascii() and micros.isdigit()):
+        raise ConfigurationError("not an inbox cursor")
+    if not (record_id.isascii() and record_id.isalnum()):
         raise ConfigurationError("not an inbox cursor")
     if int(micros) > _MAX_MICROS:  # no record was received after year 9999
         raise ConfigurationError("not an inbox cursor")

@@ -27,9 +27,11 @@ if TYPE_CHECKING:
     from .._outcome import Outcome
 
 __all__ = [
+    "CELL_CHARS",
     "PRETTY_MIN",
     "TABLE_COLUMNS",
     "check_replay_selection",
+    "clip",
     "dry_run_line",
     "every",
     "find",
@@ -253,6 +255,19 @@ def record_json(record: ReceivedDelivery, *, full: bool = False) -> dict[str, An
     }
 
 
+CELL_CHARS = 120
+"""Characters of an event name or organization ID that a table cell of the dashboard
+shows (:func:`clip`); a delivery's page shows all of it."""
+
+
+def clip(text: str) -> str:
+    """``text`` cut to :data:`CELL_CHARS` characters, the last an ellipsis when cut.
+
+    An ``eventName`` may fill a whole 1 MiB body: 50 of them in full, escaped, made a
+    list page of 200 MB."""
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+
+
 PRETTY_MIN = 1 << 20
 """Characters of indented JSON always shown; past it, at most 8 per byte of the body."""
 _TOO_NESTED = "JSON too nested to indent: shown as received"
@@ -317,14 +332,34 @@ def _escape_surrogates(text: str) -> str:
 
 
 def json_line(record: ReceivedDelivery, *, full: bool = False) -> str:
-    """:func:`record_json` as one line of JSON (non-ASCII kept as is, a lone surrogate
-    as its ``\\uXXXX`` escape); a payload too deep to encode again is ``null``
-    (``bodyBase64`` still holds it)."""
+    """:func:`record_json` as one line of JSON: printable non-ASCII kept as is, every
+    other character that is not printable (a C1 control such as ``\\x9b``, which
+    terminals take as ``ESC [``; DEL; a bidi override; a lone surrogate) written as its
+    ``\\uXXXX`` escape, as JSON writes the C0 controls, so a line never drives the
+    terminal and decodes to the exact values. A payload too deep to encode again is
+    ``null`` (``bodyBase64`` still holds it)."""
     fields = record_json(record, full=full)
     try:
-        return _escape_surrogates(json.dumps(fields, ensure_ascii=False))
+        return _printable_json(json.dumps(fields, ensure_ascii=False))
     except RecursionError:
-        return _escape_surrogates(json.dumps({**fields, "payload": None}, ensure_ascii=False))
+        return _printable_json(json.dumps({**fields, "payload": None}, ensure_ascii=False))
+
+
+def _printable_json(text: str) -> str:
+    """JSON text with each character that is not printable as its ``\\uXXXX`` escape
+    (two, a surrogate pair, past U+FFFF). Outside its strings JSON text is printable
+    ASCII, so only characters of strings are escaped: the value is the same."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:

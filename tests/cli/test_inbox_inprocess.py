@@ -230,9 +230,10 @@ def test_control_characters_of_a_delivery_never_reach_the_terminal(box: Box) -> 
         assert control not in shown
     assert "eventName: evil\\tname\\nstatus: 200\\x1b[2J\\x1b]0;owned\\x07" in shown.splitlines()
     assert not any(line.startswith("status: 200\\x1b") for line in shown.splitlines())
-    assert (
-        json.loads(run("show", newest, "--store", box.store, "--json").stdout)["eventName"] == name
-    )  # JSON keeps the exact value
+    as_json = run("show", newest, "--store", box.store, "--json").stdout
+    assert "\x9b" not in as_json  # JSON leaves C1 controls raw: escaped as \u009b
+    assert json.loads(as_json)["eventName"] == name  # JSON keeps the exact value
+    assert json.loads(as_json)["payload"]["data"]["text"] == "\x1b[31mred\x9b"
 
 
 def test_an_inbox_that_cannot_be_opened_is_an_error_without_the_password() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime
 import io
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,6 +135,34 @@ def test_every_response_carries_the_security_headers(client: TestClient, flaky: 
     assert "default-src 'none'" in csp
     assert "script-src" not in csp  # no script at all: default-src 'none' forbids it
     assert "frame-ancestors 'none'" in csp
+
+
+class Unreachable(MemoryInbox):
+    """An inbox whose database is down: every read raises (a driver's message)."""
+
+    async def asearch(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("connection refused <script>alert(1)</script>")
+
+    async def aget(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("connection refused <script>alert(1)</script>")
+
+
+def test_a_server_error_carries_the_security_headers_and_no_traceback() -> None:
+    """An exception (the inbox's database down) was answered by the server itself: a 500
+    without the headers that every other response carries."""
+    app = dashboard(Unreachable(), basic_auth=f"{USER}:{PASSWORD}")
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for path in ("/", "/d/" + "f" * 32):
+            response = client.get(path, auth=AUTH)
+            assert response.status_code == 500
+            for name, value in SECURITY_HEADERS:
+                assert response.headers[name] == value
+            assert response.headers["cache-control"] == "no-store"
+            assert response.headers["content-type"].startswith("text/plain")
+            assert "connection refused" not in response.text
+            assert "Traceback" not in response.text
+    with TestClient(app) as client, pytest.raises(RuntimeError, match="connection refused"):
+        client.get("/", auth=AUTH)  # raised on after the answer: the server logs it
 
 
 # -- escaping, secrets ---------------------------------------------------------------
@@ -443,6 +472,22 @@ def test_a_deeply_nested_payload_is_shown_raw_not_a_500_or_a_huge_page(
     # indented, the wide body was 19 MB of text (two characters per level per line)
     assert len(page.content) < 8 * len(body) + (1 << 20) + 20_000
     assert "JSON too nested to indent" in page.text or "not JSON" in page.text
+
+
+def test_a_list_page_of_long_event_names_stays_small(client: TestClient, flaky: Flaky) -> None:
+    """An eventName fills the body (1 MiB): the list showed each in full, escaped, so 50
+    such deliveries made a 200 MB page. A cell shows its start; the detail, all of it."""
+    name = "<" * 200_000
+    for n in range(5):
+        body = json.dumps({"eventName": name, "version": 1, "data": n}).encode()
+        assert deliver(flaky.receiver, body).reason == "unhandled"
+    listing = client.get("/", auth=AUTH)
+    assert listing.status_code == 200
+    assert len(ids_on(listing.text)) == 5
+    assert len(listing.content) < 50_000  # was 4 MB
+    assert "&lt;" * 119 + "…" in listing.text
+    record_id = ids_on(listing.text)[0]
+    assert "&lt;" * 200_000 in client.get(f"/d/{record_id}", auth=AUTH).text
 
 
 def test_overview_counts_failure_rate_slowest_and_chart(client: TestClient, flaky: Flaky) -> None:

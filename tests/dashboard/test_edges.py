@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ from starlette.testclient import TestClient
 from service_webhooks import MemoryStore, WebhookReceiver, sign
 from service_webhooks.cli import main
 from service_webhooks.dashboard import dashboard
-from service_webhooks.inbox import SQLiteInbox
+from service_webhooks.inbox import Inbox, SQLiteInbox
 
 from .conftest import ORG, PASSWORD, SECRET, USER, deliver, envelope
 
 AUTH = (USER, PASSWORD)
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 LONE_SURROGATE = b'{"eventName": "note.created", "version": 1, "data": "a \\ud800 b"}'
 
 
@@ -48,11 +50,56 @@ def field(html: str, name: str) -> str:
     return match[1]
 
 
-@pytest.mark.parametrize("cursor", ["9" * 24 + "-ab", str(2**63) + "-" + "a" * 32])
-def test_a_cursor_past_year_9999_is_a_400_not_a_500(client: TestClient, cursor: str) -> None:
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "9" * 24 + "-ab",
+        str(2**63) + "-" + "a" * 32,
+        "\u00b2-" + "a" * 32,  # a digit to str.isdigit(), not to int(): was a 500
+        "1\u00b9-ab",
+        "\u0661-ab",  # an Arabic-Indic one
+    ],
+)
+def test_a_cursor_the_inbox_did_not_make_is_a_400_not_a_500(
+    client: TestClient, cursor: str
+) -> None:
     response = client.get("/", params={"cursor": cursor}, auth=AUTH)
     assert response.status_code == 400
     assert alert(response.text) == "not an inbox cursor"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_inbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Inbox]:
+    """A SQLite or a PostgreSQL inbox (a table of its own) holding one delivery."""
+    if request.param == "sqlite":
+        inbox: Any = SQLiteInbox(tmp_path / "inbox.sqlite3")
+    else:
+        psycopg = pytest.importorskip("psycopg")
+        from service_webhooks.inbox import PostgresInbox
+
+        try:
+            psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+        except psycopg.Error as error:
+            request.getfixturevalue("unavailable")(
+                f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
+            )
+        inbox = PostgresInbox(POSTGRES_URL, table=f"sw_dash_edges_{uuid.uuid4().hex[:12]}")
+        inbox.create_schema()
+    deliver(WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox), envelope("n-1"))
+    yield inbox
+    if request.param == "postgres":
+        inbox.drop_schema()
+    inbox.close()
+
+
+@pytest.mark.parametrize("params", [{"event": "note\x00created"}, {"org": "\x00"}])
+def test_a_nul_in_a_text_filter_is_a_400_not_a_500(any_inbox: Inbox, params: Any) -> None:
+    """PostgreSQL refuses a NUL in a query parameter: the list page was a 500."""
+    with TestClient(dashboard(any_inbox, basic_auth=AUTH)) as client:
+        response = client.get("/", params=params, auth=AUTH)
+        assert response.status_code == 400
+        assert "NUL" in alert(response.text)
+        assert client.get("/", params={"event": "note.created"}, auth=AUTH).status_code == 200
 
 
 @pytest.mark.parametrize(

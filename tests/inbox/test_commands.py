@@ -5,11 +5,19 @@ the lines they print."""
 from __future__ import annotations
 
 import datetime
+import json
 
+import msgspec
 import pytest
 
 from service_webhooks.inbox import ReceivedDelivery
-from service_webhooks.inbox.commands import dry_run_line, selection, show_lines, table_lines
+from service_webhooks.inbox.commands import (
+    dry_run_line,
+    json_line,
+    selection,
+    show_lines,
+    table_lines,
+)
 
 
 @pytest.mark.parametrize("status", ["6xx", "0xx", "9XX", ""])
@@ -46,3 +54,35 @@ def test_no_line_is_split_or_drives_the_terminal() -> None:
         assert control not in text
     assert "eventName: a\\tb\\nreason: processed\\x1b[2J\\x07" in text.splitlines()
     assert text.endswith('payload:\n\\x1b[31m{"eventName": 1}\\r')
+
+
+def test_a_json_line_never_drives_the_terminal() -> None:
+    """JSON itself escapes only C0 controls: a C1 CSI (``\\x9b``, which terminals
+    take as ``ESC [``), DEL, a bidi override or a line separator went out raw."""
+    hostile = "\x9b2J\x1b]0;owned\x07\x7f\u202eevil\u2028\u2029\ufeff\U000e0041"
+    record = ReceivedDelivery(
+        id="0" * 32,
+        received_at=datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC),
+        organization_id="o-1" + hostile,
+        event_name="e" + hostile,
+        version=1,
+        idempotency_key="k",
+        body=json.dumps({"eventName": "e", "version": 1, "data": hostile}).encode(),
+        content_type=None,
+        user_agent="ua" + hostile,
+        status=500,
+        reason="handler_failed",
+        error_message=hostile,
+        traceback="Traceback\n" + hostile,
+    )
+    for full in (False, True):
+        line = json_line(record, full=full)
+        assert line.isprintable(), [c for c in line if not c.isprintable()]
+        fields = json.loads(line)  # the exact values all the same
+        assert (fields["eventName"], fields["organizationId"]) == ("e" + hostile, "o-1" + hostile)
+    fields = json.loads(json_line(record, full=True))
+    assert (fields["userAgent"], fields["errorMessage"]) == ("ua" + hostile, hostile)
+    assert fields["payload"]["data"] == hostile
+    assert "\\u009b2J" in json_line(record)
+    readable = msgspec.structs.replace(record, event_name="note.créée ü")
+    assert '"eventName": "note.créée ü"' in json_line(readable)  # printable: kept as is

@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from service_webhooks import ConfigurationError, MemoryStore, WebhookReceiver, sign
-from service_webhooks.inbox import InboxQuery, MemoryInbox, SQLiteInbox
+from service_webhooks.inbox import Inbox, InboxQuery, MemoryInbox, SQLiteInbox
 from service_webhooks.inbox.commands import json_line, pretty_body, selection, show_lines
 
 UTC = datetime.UTC
@@ -21,6 +22,15 @@ LONE_SURROGATE = b'{"eventName": "note.created", "version": 1, "data": "a \\ud80
 @pytest.mark.parametrize("cursor", ["9" * 24 + "-ab", str(2**63) + "-ab"])
 def test_a_cursor_past_year_9999_is_refused_not_a_crash(tmp_path: Path, cursor: str) -> None:
     inbox = SQLiteInbox(tmp_path / "inbox.sqlite3")
+    with pytest.raises(ConfigurationError, match="not an inbox cursor"):
+        inbox.search(cursor=cursor)
+
+
+@pytest.mark.parametrize("cursor", ["\u00b2-ab", "1\u00b3-ab", "\u0661-ab", "1-\u00e9"])
+def test_a_cursor_of_other_than_ascii_digits_and_letters_is_refused(
+    inbox: Inbox, cursor: str
+) -> None:
+    """``str.isdigit`` holds for superscripts, which ``int`` refuses: a ValueError."""
     with pytest.raises(ConfigurationError, match="not an inbox cursor"):
         inbox.search(cursor=cursor)
 
@@ -70,3 +80,20 @@ def test_show_json_of_a_lone_surrogate_body_is_valid_utf8_json() -> None:
     line.encode("utf-8")
     assert json.loads(line)["payload"]["data"] == "a \ud800 b"
     "\n".join(show_lines(record)).encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"event_name": "note\x00created"},
+        {"organization_id": "\x00"},
+        {"reasons": ("processed", "unhandled\x00")},
+    ],
+)
+def test_a_filter_holding_a_nul_is_a_configuration_error(inbox: Inbox, query: Any) -> None:
+    """No record holds a NUL (the receiver replaces it; PostgreSQL cannot store one):
+    PostgreSQL refused the query with a DataError, the others matched nothing."""
+    with pytest.raises(ConfigurationError, match="NUL"):
+        inbox.search(InboxQuery(**query))
+    with pytest.raises(ConfigurationError, match="NUL"):
+        inbox.purge(InboxQuery(**query))

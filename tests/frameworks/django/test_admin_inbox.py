@@ -4,6 +4,7 @@ received deliveries; ``manage.py service_webhooks_replay`` replays them too."""
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +16,12 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from service_webhooks import Event
+from service_webhooks import Event, sign
 from service_webhooks.adapters.django import receiver
 from service_webhooks.adapters.django.conf import build_receiver
 from service_webhooks.adapters.django.inbox import DjangoInbox
 from service_webhooks.adapters.django.models import ReceivedDeliveryRecord
+from service_webhooks.inbox import InboxQuery
 
 URL = "/admin/service_webhooks/receiveddeliveryrecord/"
 
@@ -140,6 +142,34 @@ def test_a_payload_too_deep_to_indent_is_shown_as_received(
     detail = admin_client.get(f"{URL}{recorded(body).id}/change/")
     assert detail.status_code == 200
     assert "[" * 5000 in detail.content.decode()
+
+
+def test_a_name_longer_than_its_column_is_recorded_cut_not_a_503(kit: ModuleType, pg: str) -> None:
+    """PostgreSQL refuses 256 characters in a ``varchar(255)``: the record failed, so the
+    delivery was answered 503 (retried in vain for a day) and never kept."""
+    on_pg = build_receiver({"SECRETS": kit.SECRET, "STORE": {"OPTIONS": {"using": pg}}})
+    name, org = "n" * 300, "o-" + "x" * 400
+    body = json.dumps({"eventName": name, "version": 1, "data": {}}).encode()
+    outcome = on_pg.process(body, sign(body, kit.SECRET, org))
+    assert (outcome.status, outcome.reason) == (200, "unhandled")
+    [record] = on_pg.inbox.search(InboxQuery(event_name=name[:255])).items  # type: ignore[union-attr]
+    assert (record.event_name, record.organization_id) == (name[:255], org[:255])
+    assert record.body == body  # whole
+
+
+def test_the_admin_list_stays_small_with_long_event_names(
+    kit: ModuleType, admin_client: Client
+) -> None:
+    """An eventName may fill a 1 MiB body: the list showed each whole, three times (the
+    column, the filter's link and its text): 20 of 200,000 characters made 60 MB."""
+    for n in range(20):
+        body = json.dumps({"eventName": "<" * 200_000 + str(n), "version": 1, "data": n})
+        assert deliver(kit, body.encode()) == 200
+    page = admin_client.get(URL)
+    assert page.status_code == 200
+    assert len(page.content) < 1_000_000
+    assert "&lt;" * 255 in page.content.decode()
+    assert "<" * 255 not in page.content.decode()
 
 
 def test_a_staff_user_without_the_permission_cannot_replay(kit: ModuleType) -> None:

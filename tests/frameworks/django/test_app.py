@@ -228,8 +228,9 @@ def test_the_app_files_stay_small() -> None:
     # areplay and the prune command found the STORE's database; 785 until the checks
     # named misspelt settings and a database alias missing from DATABASES; 805 until the
     # app named its missing extra and the replay command reported pruned deliveries; 815
-    # until the ORM inbox's size cap read only the records it deletes, in batches
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 820
+    # until the ORM inbox's size cap read only the records it deletes, in batches; 820
+    # until it cut text longer than its column (PostgreSQL refused it: a 503)
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 830
 
 
 def _now() -> Any:
