@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ._background import ain_background, in_background
 from ._exceptions import ConfigurationError, StoreError
 from ._reporting import printable
 from .stores._base import IdempotencyStore
@@ -33,12 +34,14 @@ __all__ = [
     "OverlappedKey",
     "aguard",
     "aguard_release",
+    "arelease_later",
     "default_idempotency_key",
     "describe",
     "guard",
     "guard_release",
     "new_token",
     "open_store",
+    "release_later",
     "store_failed",
 ]
 
@@ -109,6 +112,17 @@ async def aguard_release(operation: Coroutine[Any, Any, bool]) -> bool:
 
 
 _releasing: set[asyncio.Future[bool]] = set()
+
+
+def release_later(operation: Callable[[str, str], bool], key: str, token: str) -> None:
+    """:func:`guard_release` after the answer, on the background thread: for a claim
+    whose completion the store just failed (see :mod:`._background`)."""
+    in_background(guard_release, operation, key, token)
+
+
+def arelease_later(operation: Coroutine[Any, Any, bool]) -> None:
+    """Async twin of :func:`release_later`: a task the caller does not wait for."""
+    ain_background(_release(operation))
 
 
 async def _release(operation: Coroutine[Any, Any, bool]) -> bool:

@@ -22,7 +22,9 @@ Everything but reading, the secrets lookup, the store and the handlers is pure a
 shared (:meth:`_prepare`, :meth:`_failed`); the sync and async drivers differ only in
 how they do that I/O, and read line for line alike. A handler failure always leaves
 the event retryable: the claim is released before answering, and no 2xx is sent
-unless every handler finished and the key was recorded as done.
+unless every handler finished and the key was recorded as done. When the store itself
+failed the completion, the release runs after the answer (``release_later``): a store
+that stopped answering would hold it for a second timeout.
 
 Observability: every answer goes through :meth:`_finish`, which, only when someone
 listens, builds one :class:`~service_webhooks._outcome.DeliveryRecord`, logs it as one
@@ -71,11 +73,13 @@ from ._idempotency import (
     OverlappedKey,
     aguard,
     aguard_release,
+    arelease_later,
     default_idempotency_key,
     guard,
     guard_release,
     new_token,
     open_store,
+    release_later,
     store_failed,
 )
 from ._outcome import (
@@ -685,7 +689,10 @@ class WebhookReceiver:
                 return self._answer(plan, IN_FLIGHT, started)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
-                guard_release(store.release, key, token)
+                if isinstance(error, _CompletionFailed):  # the store failed: do not wait
+                    release_later(store.release, key, token)
+                else:
+                    guard_release(store.release, key, token)
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
             if unit is None:
@@ -696,7 +703,8 @@ class WebhookReceiver:
                     else:
                         store.complete(key, token, self.retention)
                 except Exception as error:  # 503; a retry runs now, not after the lease
-                    guard_release(store.release, key, token)  # never undoes a completion
+                    # never undoes a completion; the answer does not wait for it
+                    release_later(store.release, key, token)
                     if isinstance(error, StoreError):  # the recorder's, already logged
                         raise
                     raise store_failed(error) from error
@@ -755,12 +763,15 @@ class WebhookReceiver:
                                     await arun(plan.handlers, event, in_thread, self.to_thread)
                                     await _acompletion(store.acomplete(key, token, self.retention))
                 finally:
-                    renewer.remove(token)
+                    await renewer.aremove(token)  # never blocks the loop
             except _ClaimLost:
                 return self._answer(plan, IN_FLIGHT, started)
             except BaseException as error:
                 handler_time = perf_counter() - handlers_started
-                await aguard_release(store.arelease(key, token))
+                if isinstance(error, _CompletionFailed):  # the store failed: do not wait
+                    arelease_later(store.arelease(key, token))
+                else:
+                    await aguard_release(store.arelease(key, token))
                 return self._failed(plan, error, started, handler_time)
             handler_time = perf_counter() - handlers_started
             if unit is None:
@@ -771,7 +782,7 @@ class WebhookReceiver:
                     else:
                         await store.acomplete(key, token, self.retention)
                 except Exception as error:  # as in _execute
-                    await aguard_release(store.arelease(key, token))
+                    arelease_later(store.arelease(key, token))
                     if isinstance(error, StoreError):  # the recorder's, already logged
                         raise
                     raise store_failed(error) from error

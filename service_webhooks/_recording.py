@@ -16,6 +16,11 @@ marked ``# inbox:`` there):
   store's ``complete_with``): both rows or neither, and no extra round trip. In a
   SQLite file the other records go through the store's connection too (its
   ``write``/``awrite``): under asyncio they join the store's group commit.
+* The one record written *after* its answer: a 503 ``store_unavailable`` that the
+  store's database gave while the inbox is in that database. In a SQLite file it is
+  tried once (a lock fails at once); in PostgreSQL, where a database that stopped
+  answering holds every call for the timeout, it is written in the background
+  (:mod:`._background`), so the answer comes after one timeout, not two.
 * ``_finish`` (every answer's exit) and ``_failed`` (a handler raised) fill the note:
   version, key, handler time, detail, the exception and its traceback.
 * Deliveries refused before their signature was verified are not stored (their bodies
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import msgspec
 
+from ._background import ain_background, in_background
 from ._dispatch import arun, run
 from ._envelope import decode_envelope
 from ._exceptions import ConfigurationError, EnvelopeError, StoreError
@@ -365,6 +371,9 @@ class Recorder:
         """Write a record that no completion carried (raises what the write raised)."""
         writer, inbox = self._writer, self._joined_inbox
         if writer is None or inbox is None:
+            if inbox is not None and not _store_answered(delivery):
+                in_background(self._record_after, delivery)
+                return
             self.inbox.record(delivery)
             return
         writer.write(*inbox.record_statement(delivery), wait=_store_answered(delivery))
@@ -374,10 +383,31 @@ class Recorder:
         """Async twin of :meth:`_record`."""
         writer, inbox = self._writer, self._joined_inbox
         if writer is None or inbox is None:
+            if inbox is not None and not _store_answered(delivery):
+                ain_background(self._arecord_after(delivery))
+                return
             await self.inbox.arecord(delivery)
             return
         await writer.awrite(*inbox.record_statement(delivery), wait=_store_answered(delivery))
         await inbox.arecorded()
+
+    # The store's PostgreSQL database failed this delivery (503 store_unavailable), and
+    # the inbox is in it: a database that stopped answering would hold the record for a
+    # whole timeout more, bringing the answer to the service's 10 s response wait (spec
+    # §8). The answer is 503 whether the record is written or not, so it is written
+    # after the answer. (In a SQLite file it is tried once instead: a lock fails at once.)
+
+    def _record_after(self, delivery: ReceivedDelivery) -> None:
+        try:
+            self.inbox.record(delivery)
+        except Exception as error:
+            _not_recorded(delivery, error)
+
+    async def _arecord_after(self, delivery: ReceivedDelivery) -> None:
+        try:
+            await self.inbox.arecord(delivery)
+        except Exception as error:
+            _not_recorded(delivery, error)
 
     def _delivery(self, note: Note, outcome: Outcome) -> ReceivedDelivery | None:
         """The record for an authenticated delivery; ``None`` (counted) for the rest."""
@@ -439,6 +469,15 @@ def _store_answered(delivery: ReceivedDelivery) -> bool:
 
 
 _INBOX_DOWN = "the inbox is unavailable"
+
+
+def _not_recorded(delivery: ReceivedDelivery, error: Exception) -> None:
+    """Log a record written after its answer (503) that failed: the answer stands."""
+    logger.error(
+        "service_webhooks: could not record a delivery answered %s in the inbox (%s)",
+        delivery.reason,
+        describe(error) if isinstance(error, ConfigurationError) else type(error).__name__,
+    )
 
 
 def _unrecorded(outcome: Outcome, error: Exception) -> Outcome:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -67,6 +68,8 @@ class Renewer:
         self._gone = threading.Event()  # set once this renewer is collected: the thread ends
         self._renewing: str | None = None  # the token being renewed right now
         self._renewing_on: asyncio.AbstractEventLoop | None = None  # ...by a coroutine there
+        # aremove() callers waiting for the renewal under way to end: (their loop, a future)
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def add(self, key: str, token: str) -> None:
         """Start renewing ``token``'s claim on ``key`` (made on the running event loop,
@@ -102,6 +105,33 @@ class Renewer:
                 while self._renewing == token:
                     self._wake.wait()
 
+    async def aremove(self, token: str) -> None:
+        """:meth:`remove` for a caller on an event loop: waits for a renewal of
+        ``token`` under way in the renewer's thread without blocking the loop. That
+        renewal is a blocking store call, which a store that stopped answering holds
+        for its whole timeout (seconds): the loop's other deliveries go on meanwhile.
+        Cancelling the caller does not cut the wait short (it is raised once the
+        renewal ended), so that no renewal can follow the caller's release."""
+        self._live.pop(token, None)
+        if self._renewing != token:
+            return
+        loop = asyncio.get_running_loop()
+        if self._renewing_on is loop:
+            return  # as in remove(): that coroutine renews only a token still live
+        ended: asyncio.Future[None] = loop.create_future()
+        with self._wake:
+            if self._renewing != token:
+                return
+            self._waiters.append((loop, ended))
+        cancelled: asyncio.CancelledError | None = None
+        while not ended.done():
+            try:
+                await asyncio.shield(ended)
+            except asyncio.CancelledError as error:
+                cancelled = error
+        if cancelled is not None:
+            raise cancelled
+
     def _beat(
         self, seen: dict[str, tuple[str, asyncio.AbstractEventLoop | None]]
     ) -> dict[str, tuple[str, asyncio.AbstractEventLoop | None]]:
@@ -128,6 +158,10 @@ class Renewer:
                     self._live.pop(token, None)
                 self._renewing = self._renewing_on = None
                 self._wake.notify_all()
+                waiters, self._waiters = self._waiters, []
+            for waiting_loop, ended in waiters:
+                with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                    waiting_loop.call_soon_threadsafe(_settle, ended)
 
     def _renew(self, key: str, loop: asyncio.AbstractEventLoop | None, token: str) -> bool:
         """Re-claim once; ``False`` when the claim is gone (stop renewing it)."""
@@ -170,6 +204,11 @@ class Renewer:
         if token not in self._live:
             return ClaimState.NEW  # removed: nothing to renew (and never after a release)
         return await self._store.aclaim(key, token, self._lease)
+
+
+def _settle(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
 
 
 def _renew_while_alive(

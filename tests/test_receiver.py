@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,16 @@ from service_webhooks import (
 
 Signed = Callable[..., tuple[bytes, str]]
 Drive = Callable[..., Outcome]
+ORG = "o-TEST-na1"  # what the signed fixture signs as
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def test_processed_delivery_reaches_the_handler_typed(
@@ -276,10 +287,72 @@ def test_a_failed_completion_releases_the_claim_so_the_retry_runs_at_once(
     receiver.on("note.created", lambda event: calls.append(1))
     body, header = signed()
     assert drive(receiver, body, header).reason == "store_unavailable"
+    key = default_idempotency_key(ORG, body)
+    assert wait_for(lambda: store.state(key) is None)  # released, after the answer
     store.fail = ""  # the store is back before the service's retry (a minute later)
     retry = drive(receiver, body, header)
     # before: 503 in_flight until the lease (120 s) ran out; at-least-once: runs again
     assert (retry.status, retry.reason, calls) == (200, "processed", [1, 1])
+
+
+class HangingRelease(MemoryStore):
+    """Completing fails, as on a store server that stopped answering; the release that
+    follows hangs until ``gate`` opens (a second timeout, on such a server)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.released = threading.Event()
+
+    def complete(self, key: str, token: str, retention: float) -> bool:
+        raise TimeoutError("no answer from the store")
+
+    async def acomplete(self, key: str, token: str, retention: float) -> bool:
+        raise TimeoutError("no answer from the store")
+
+    def release(self, key: str, token: str) -> bool:
+        self.gate.wait(5)
+        released = super().release(key, token)
+        self.released.set()
+        return released
+
+    async def arelease(self, key: str, token: str) -> bool:
+        await asyncio.to_thread(self.gate.wait, 5)
+        released = super().release(key, token)
+        self.released.set()
+        return released
+
+
+def test_the_answer_does_not_wait_for_the_release_after_a_failed_completion(
+    secret: str, signed: Signed
+) -> None:
+    """Spec §8: the service waits 10 s. A store that stopped answering held the
+    completion for its timeout (5 s), then the release for as long again."""
+    store = HangingRelease()
+    receiver = WebhookReceiver(secrets=secret, store=store)
+    receiver.on("note.created", lambda event: None)
+    outcome = receiver.process(*signed())
+    answered_first = not store.released.is_set()
+    store.gate.set()
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert answered_first  # was: the answer waited for the release
+    assert store.released.wait(5)  # released all the same: the retry runs at once
+    assert len(store) == 0
+
+
+async def test_async_the_answer_does_not_wait_for_the_release_after_a_failed_completion(
+    secret: str, signed: Signed
+) -> None:
+    store = HangingRelease()
+    receiver = WebhookReceiver(secrets=secret, store=store)
+    receiver.on("note.created", lambda event: None)
+    outcome = await receiver.aprocess(*signed())
+    answered_first = not store.released.is_set()
+    store.gate.set()
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert answered_first
+    assert await asyncio.to_thread(store.released.wait, 5)
+    assert len(store) == 0
 
 
 def test_a_release_never_undoes_a_completion_that_was_written(

@@ -3,9 +3,11 @@ a lost claim, and never renews after ``remove`` returned."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -124,3 +126,63 @@ def test_a_renewer_in_use_keeps_renewing_after_a_collection() -> None:
     gc.collect()
     assert wait_for(lambda: len(store.calls) >= 3)
     renewer.remove("t")
+
+
+class HangingRenewals(MemoryStore):
+    """Renewals (the renewer thread's blocking claims) hang until ``gate`` opens, as on a
+    store server that stopped answering; the delivery's own calls answer at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.renewing = threading.Event()
+        self.waited_out = False
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        if threading.current_thread().name == "service-webhooks-renewer":
+            self.renewing.set()
+            self.waited_out = not self.gate.wait(5)
+        return super().claim(key, token, lease)
+
+
+async def test_a_hanging_renewal_does_not_block_the_event_loop_of_its_delivery() -> None:
+    """The handler ends while its renewal hangs: the delivery waits for that renewal
+    (no renewal may follow its release), but on the loop, whose other deliveries go on.
+    Here only a coroutine of that loop opens the gate."""
+    from service_webhooks import Event, WebhookReceiver, sign
+
+    store = HangingRenewals()
+    receiver = WebhookReceiver("s" * 32, store=store, lease=0.15)  # renewed every 0.05 s
+
+    @receiver.on("note.created")
+    async def handler(event: Event[Any]) -> None:
+        await asyncio.to_thread(store.renewing.wait, 5)  # ends while its renewal hangs
+
+    async def open_the_gate_once_the_delivery_waits() -> None:
+        await asyncio.to_thread(store.renewing.wait, 5)
+        while receiver._renewer._live:  # the delivery stops renewing, then waits
+            await asyncio.sleep(0.001)
+        store.gate.set()
+
+    body = b'{"eventName":"note.created","version":1,"data":{"id":"n1","author":"a","text":"t"}}'
+    opener = asyncio.ensure_future(open_the_gate_once_the_delivery_waits())
+    outcome = await receiver.aprocess(body, sign(body, "s" * 32, "org"))
+    await opener
+    assert outcome.reason == "processed"
+    assert not store.waited_out  # was: the loop stood still until the renewal gave up
+
+
+async def test_aremove_cancelled_still_waits_for_the_renewal_under_way() -> None:
+    gate = threading.Event()
+    store = Scripted(ClaimState.NEW, gate)
+    renewer = Renewer(store, lease=0.15)
+    renewer.add("k", "t")
+    assert await asyncio.to_thread(store.entered.wait, 5)  # a renewal is in the store now
+    removing = asyncio.ensure_future(renewer.aremove("t"))
+    await asyncio.sleep(0.05)
+    removing.cancel()
+    await asyncio.sleep(0.05)
+    assert not removing.done()  # a release must not follow before the renewal ended
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await removing

@@ -1,7 +1,9 @@
 """SQLite inbox: the default, in the same file as the default SQLite idempotency store.
 
 One connection per thread, WAL journal, a busy timeout; every write is one autocommitted
-statement, durable once it returns (a process killed right after still has it).
+statement, durable once it returns (a process killed right after still has it). A file
+this process may not write is read through a connection closed after each statement
+(see :func:`~service_webhooks.stores._sqlite.writable`).
 
 Schema (created on first use)::
 
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..stores._sqlite import SQLiteStore, close_when_collected, connect
+from ..stores._sqlite import SQLiteStore, cannot_write, close_when_collected, connect, writable
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, derived_name, schema, size_total_table
 
@@ -104,6 +106,7 @@ class SQLiteInbox(SQLInbox):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when no statement runs
         self._running = 0  # statements at work, in any thread
+        self._once: set[sqlite3.Connection] = set()  # to close after their statement
         self._size_total_made = False
         super().__init__()
 
@@ -119,6 +122,10 @@ class SQLiteInbox(SQLInbox):
         )
 
     def _connection(self) -> sqlite3.Connection:
+        """This thread's connection. One opened while the file was not writable
+        (:func:`~service_webhooks.stores._sqlite.writable`) serves one statement (reading
+        a file this process may not write works) and is closed after it, so that the
+        file is written again, with no restart, once it can be."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = connect(
@@ -126,6 +133,9 @@ class SQLiteInbox(SQLInbox):
                 self._timeout,
                 schema(self.table, _TYPES, self.table, ESSENTIAL_INDEXES),
             )
+            if not writable(self.path):
+                self._once.add(connection)
+                return connection
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)
@@ -151,7 +161,9 @@ class SQLiteInbox(SQLInbox):
         return found is not None
 
     def _ready(self) -> None:
-        self._connection()  # the table exists before another connection inserts into it
+        if getattr(self._local, "connection", None) is None:
+            with self._statement():
+                pass  # the table exists before another connection inserts into it
 
     def _has_size_total(self, delivery: bool) -> bool:
         """Always: the size total is made here the first time (see the module)."""
@@ -176,7 +188,20 @@ class SQLiteInbox(SQLInbox):
         with self._lock:
             self._running += 1
         try:
-            yield self._connection()
+            connection = self._connection()
+            try:
+                yield connection
+            except sqlite3.OperationalError as error:
+                if cannot_write(error) and connection is getattr(self._local, "connection", None):
+                    self._local.connection = None  # see cannot_write(): open the file again
+                    with self._lock:
+                        self._connections.remove(connection)
+                    self._once.add(connection)
+                raise
+            finally:
+                if connection in self._once:
+                    self._once.discard(connection)
+                    connection.close()
         finally:
             with self._idle:
                 self._running -= 1

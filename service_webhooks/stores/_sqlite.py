@@ -208,6 +208,11 @@ class SQLiteStore(SyncStore):
         connection = connect(
             self.path, timeout, (f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}", _SCHEMA)
         )
+        if not writable(self.path):  # SQLite opened it read-only: see writable()
+            connection.close()
+            raise sqlite3.OperationalError(
+                f"attempt to write a readonly database: {self.path} is not writable"
+            )
         with self._lock:
             self._connections.append(connection)
         return connection
@@ -217,6 +222,27 @@ class SQLiteStore(SyncStore):
         if connection is None:
             connection = self._local.connection = self._open(self._timeout)
         return connection
+
+    def _sync(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(connection, *args)`` on this thread's connection. A connection that
+        cannot write (:func:`cannot_write`) is closed and forgotten, so the next call
+        opens the file again and writes once the file (or its file system) is writable
+        again, with no restart."""
+        connection = self._connection()
+        try:
+            return work(connection, *args)
+        except sqlite3.OperationalError as error:
+            if cannot_write(error):
+                self._local.connection = None
+                self._forget(connection)
+            raise
+
+    def _forget(self, connection: sqlite3.Connection) -> None:
+        """Close ``connection`` (no longer in use) and stop tracking it."""
+        with self._lock:
+            if connection in self._connections:
+                self._connections.remove(connection)
+        connection.close()
 
     def _loop_connection(self) -> sqlite3.Connection:
         """The running event loop's own connection: it never waits for a lock."""
@@ -308,6 +334,10 @@ class SQLiteStore(SyncStore):
             for _, _, future in group:
                 future.cancel()
             raise
+        if any(isinstance(result, _Failed) and cannot_write(result.error) for result in results):
+            connection = self._loop_connections.pop(loop, None)  # opened again at the next call
+            if connection is not None:
+                self._forget(connection)
         for (_, _, future), result in zip(group, results, strict=True):
             if future.cancelled():
                 continue  # cancelled while its work was committed: nothing to tell
@@ -362,6 +392,9 @@ class SQLiteStore(SyncStore):
             connection.execute("PRAGMA wal_checkpoint(FULL)")  # the rest, under the lock
         except sqlite3.Error as error:
             logger.warning("service_webhooks: SQLite checkpoint of %s failed: %s", self.path, error)
+            if cannot_write(error) and self._checkpointer is not None:
+                self._forget(self._checkpointer)  # opened again at the next checkpoint
+                self._checkpointer = None
         finally:
             self._checkpointing.release()
 
@@ -376,7 +409,7 @@ class SQLiteStore(SyncStore):
         self._connection()
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
-        state = self._claim(self._connection(), key, token, lease)
+        state = self._sync(self._claim, key, token, lease)
         if state is ClaimState.NEW and self._prune_due():
             try:
                 self.prune_step()
@@ -412,7 +445,7 @@ class SQLiteStore(SyncStore):
         return ClaimState.DONE if row is not None and row[0] == "done" else ClaimState.IN_FLIGHT
 
     def complete(self, key: str, token: str, retention: float) -> bool:
-        return self._complete(self._connection(), key, token, retention)
+        return self._sync(self._complete, key, token, retention)
 
     async def acomplete(self, key: str, token: str, retention: float) -> bool:
         return await self._twin("complete", self._complete, key, token, retention)
@@ -446,7 +479,17 @@ class SQLiteStore(SyncStore):
         Raises:
             sqlite3.Error: Either statement failed; nothing was written.
         """
-        connection = self._connection()
+        return self._sync(self._complete_with_alone, key, token, retention, statement, params)
+
+    def _complete_with_alone(
+        self,
+        connection: sqlite3.Connection,
+        key: str,
+        token: str,
+        retention: float,
+        statement: str,
+        params: Sequence[Any],
+    ) -> bool:
         with _transaction(connection):
             return self._complete_with(connection, key, token, retention, statement, params)
 
@@ -504,9 +547,11 @@ class SQLiteStore(SyncStore):
         Raises:
             sqlite3.Error: It failed; nothing was written.
         """
-        connection = self._connection()
-        if wait:
-            return self._write(connection, statement, params)
+        return self._sync(self._write if wait else self._write_once, statement, params)
+
+    def _write_once(
+        self, connection: sqlite3.Connection, statement: str, params: Sequence[Any]
+    ) -> int:
         connection.execute("PRAGMA busy_timeout=0")
         try:
             return self._write(connection, statement, params)
@@ -523,7 +568,7 @@ class SQLiteStore(SyncStore):
         return connection.execute(statement, params).rowcount
 
     def release(self, key: str, token: str) -> bool:
-        return self._release(self._connection(), key, token)
+        return self._sync(self._release, key, token)
 
     async def arelease(self, key: str, token: str) -> bool:
         return await self._twin("release", self._release, key, token)
@@ -534,13 +579,16 @@ class SQLiteStore(SyncStore):
     def prune(self) -> int:
         """Delete every expired row now (one scan of the whole table); returns how
         many were deleted."""
-        return self._connection().execute(_PRUNE, (self._now(),)).rowcount
+        return self._sync(self._prune)
+
+    def _prune(self, connection: sqlite3.Connection) -> int:
+        return connection.execute(_PRUNE, (self._now(),)).rowcount
 
     def prune_step(self) -> int:
         """Delete the expired rows among the next :data:`PRUNE_SLICE` keys after the
         previous step's (from the first key again past the last); returns how many
         were deleted. What a receiver runs every ``prune_every`` claims."""
-        return self._prune_step(self._connection())
+        return self._sync(self._prune_step)
 
     def _prune_step(self, connection: sqlite3.Connection) -> int:
         start = self._prune_cursor
@@ -644,6 +692,24 @@ def _close_all(connections: list[sqlite3.Connection]) -> None:
     for connection in connections:
         connection.close()
     connections.clear()
+
+
+def writable(path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write ``path`` now. SQLite opens a file it may not
+    write (a read-only file or file system, no permission) read-only, without a word,
+    and that connection stays read-only after the file became writable; in WAL mode
+    every connection of the process to the file opened meanwhile is read-only too while
+    it is open (they share its ``-shm`` mapping). So a store or inbox keeps no
+    connection opened while this was ``False``."""
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def cannot_write(error: Exception) -> bool:
+    """Whether ``error`` says that its connection cannot write (``SQLITE_READONLY``,
+    extended codes too: a file that became read-only after :func:`writable` said it was
+    not, or was moved away): only a new connection can write again."""
+    code = getattr(error, "sqlite_errorcode", 0)
+    return isinstance(error, sqlite3.Error) and code & 0xFF == sqlite3.SQLITE_READONLY
 
 
 def _busy(error: sqlite3.OperationalError) -> bool:

@@ -8,6 +8,7 @@ stays in flight, the answer is 503), and the separate ``record`` call is not mad
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -50,6 +51,17 @@ async def _deliver(receiver: WebhookReceiver, body: bytes, run_async: bool) -> A
     if run_async:
         return await receiver.aprocess(body, signature)
     return receiver.process(body, signature)
+
+
+async def _eventually(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
+    """Whether ``condition()`` holds within ``seconds``, the event loop running meanwhile
+    (a claim is released after the answer when the store failed the completion)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return False
 
 
 def _no_separate_record(inbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,11 +144,15 @@ async def test_sqlite_record_that_fails_rolls_the_completion_back_and_releases(
     assert (outcome.status, outcome.reason) == (503, "store_unavailable")
     assert runs == ["n-2"]  # the handler ran; the service sends the delivery again
     with _opened(path) as connection:
-        states = connection.execute("SELECT state FROM service_webhooks_idempotency").fetchall()
         assert connection.execute("SELECT count(*) FROM service_webhooks_inbox").fetchone() == (0,)
-    # not done: the completion was rolled back; the claim released, so a retry runs
-    # at once instead of getting 503 in_flight until the lease runs out
-    assert states == []
+
+    def states() -> list[Any]:
+        with _opened(path) as connection:
+            return connection.execute("SELECT state FROM service_webhooks_idempotency").fetchall()
+
+    # not done: the completion was rolled back; the claim released (after the answer),
+    # so a retry runs at once instead of getting 503 in_flight until the lease runs out
+    assert await _eventually(lambda: states() == [])
 
 
 @pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
@@ -337,17 +353,22 @@ async def test_postgres_record_that_fails_rolls_the_completion_back_and_releases
         )
     runs: list[str] = []
     receiver = _receiver(store, inbox, runs)
+
+    def states() -> list[Any]:
+        with psycopg.connect(POSTGRES_URL) as connection:
+            return connection.execute(f"SELECT state FROM sw_joined_store_{suffix}").fetchall()
+
     try:
         outcome = await _deliver(receiver, _body("n-5"), run_async)
+        # rolled back, then the claim released (after the answer): a retry runs at once
+        assert await _eventually(lambda: states() == [])
     finally:
         await store.aclose()
         await inbox.aclose()
     assert (outcome.status, outcome.reason) == (503, "store_unavailable")
     assert runs == ["n-5"]
     with psycopg.connect(POSTGRES_URL) as connection:
-        states = connection.execute(f"SELECT state FROM sw_joined_store_{suffix}").fetchall()
         count = connection.execute(f"SELECT count(*) FROM {inbox.table}").fetchone()
-    assert states == []  # rolled back, then the claim released: a retry runs at once
     assert count == (0,)
 
 

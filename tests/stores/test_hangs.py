@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -219,3 +220,136 @@ def test_a_frozen_database_under_a_postgres_inbox_is_answered_503_within_the_tim
     loop.close()
     store.close()
     inbox.close()
+
+
+# -- the answer after a freeze: one store timeout, not two (spec §8: the service waits 10 s)
+
+TIMEOUT = 1.5
+"""The stores' and the inbox's timeout below. A frozen server costs a delivery one
+timeout; the calls that follow the store's failure (the claim's release, the record of
+the 503 in an inbox on that database) no longer add theirs: answered within two."""
+
+
+def _answered_within(seconds: float, deliver: Callable[[], Any]) -> tuple[Any, float]:
+    """``deliver()``'s outcome and how long it took, failing the test after ``seconds``."""
+    answers: list[tuple[Any, float]] = []
+
+    def run() -> None:
+        started = time.monotonic()
+        outcome = deliver()
+        answers.append((outcome, time.monotonic() - started))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert answers, f"the delivery was still unanswered after {seconds} s"
+    return answers[0]
+
+
+class _Frozen:
+    """A receiver on ``url`` whose note ``n-freeze`` freezes ``server`` in its handler
+    (between the claim and the completion); sync or async (a loop of its own)."""
+
+    def __init__(self, server: Any, url: str, mode: str, *, inbox: bool) -> None:
+        from service_webhooks import WebhookReceiver
+
+        self.server = server
+        self.mode = mode
+        self.receiver = WebhookReceiver("s" * 32, store=url, inbox=inbox)
+        self.loop = asyncio.new_event_loop()
+
+        @self.receiver.on("note.created")
+        def handler(event: Any) -> None:
+            if event.data.id == "n-freeze":
+                server.freeze()
+
+    def deliver(self, note_id: str) -> Any:
+        import json
+
+        from service_webhooks import sign
+
+        data = {"id": note_id, "author": "a@example.com", "text": "t"}
+        body = json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+        signature = sign(body, "s" * 32, "o-1")
+        if self.mode == "sync":
+            return self.receiver.process(body, signature)
+        return self.loop.run_until_complete(self.receiver.aprocess(body, signature))
+
+    def reasons(self) -> list[str]:
+        inbox = self.receiver.inbox
+        assert inbox is not None
+        return [record.reason for record in inbox.search().items]
+
+    def settle(self) -> None:
+        """Thaw the server; wait for what runs after the answers to end."""
+        from service_webhooks import _background
+
+        self.server.thaw()
+        assert _background.wait_idle(BOUND), "the work after the answer was still running"
+        deadline = time.monotonic() + BOUND
+        while time.monotonic() < deadline:  # the loop's tasks of that work
+            self.loop.run_until_complete(asyncio.sleep(0.02))
+            tasks = [task.get_name() for task in asyncio.all_tasks(self.loop)]
+            if _background.NAME not in tasks:
+                return
+        pytest.fail(f"the work after the answer was still running after {BOUND} s")
+
+    def close(self) -> None:
+        store: Any = self.receiver.store
+        inbox: Any = self.receiver.inbox
+        self.loop.run_until_complete(store.aclose())
+        if inbox is not None:
+            self.loop.run_until_complete(inbox.aclose())
+            inbox.close()
+        self.loop.close()
+        store.close()
+
+
+@pytest.fixture
+def frozen_receiver() -> Iterator[Callable[..., _Frozen]]:
+    made: list[_Frozen] = []
+
+    def make(server: Any, url: str, mode: str, *, inbox: bool = False) -> _Frozen:
+        made.append(_Frozen(server, url, mode, inbox=inbox))
+        return made[-1]
+
+    yield make
+    for receiver in made:
+        receiver.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("server_name", ["frozen_redis", "frozen_postgres"])
+def test_a_server_frozen_before_the_completion_is_answered_after_one_timeout(
+    request: pytest.FixtureRequest, frozen_receiver: Any, server_name: str, mode: str
+) -> None:
+    """The completion fails after the timeout (503); the release that follows would wait
+    as long again on the frozen server: it runs after the answer."""
+    server = request.getfixturevalue(server_name)
+    frozen = frozen_receiver(server, f"{server.url}?timeout={TIMEOUT:g}", mode)
+    assert frozen.deliver("n-warm").reason == "processed"
+    outcome, waited = _answered_within(BOUND * 2, lambda: frozen.deliver("n-freeze"))
+    frozen.settle()
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert waited < 2 * TIMEOUT, f"answered after {waited:.2f} s; the timeout is {TIMEOUT:g} s"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("freeze", ["before the claim", "before the completion"])
+def test_a_frozen_database_holding_the_inbox_is_answered_after_one_timeout(
+    frozen_postgres: Any, frozen_receiver: Any, freeze: str, mode: str
+) -> None:
+    """The record of that 503 goes to the same frozen database: it is written after
+    the answer (503 either way), once the database answers again."""
+    url = f"{frozen_postgres.url}?timeout={TIMEOUT:g}"
+    frozen = frozen_receiver(frozen_postgres, url, mode, inbox=True)  # the same database
+    assert frozen.deliver("n-warm").reason == "processed"
+    note = "n-freeze"
+    if freeze == "before the claim":
+        frozen_postgres.freeze()
+        note = "n-2"
+    outcome, waited = _answered_within(BOUND * 2, lambda: frozen.deliver(note))
+    frozen.settle()
+    assert (outcome.status, outcome.reason) == (503, "store_unavailable")
+    assert waited < 2 * TIMEOUT, f"answered after {waited:.2f} s; the timeout is {TIMEOUT:g} s"
+    assert "store_unavailable" in frozen.reasons()  # recorded after the answer
