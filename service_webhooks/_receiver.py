@@ -148,7 +148,12 @@ _Observer = TypeVar("_Observer", bound=OutcomeObserver)
 
 
 class _Plan(msgspec.Struct, frozen=True):
-    """A delivery that passed every pure check and now needs the store and handlers."""
+    """A delivery that passed every pure check and now needs the store and handlers.
+
+    The drivers tell it from an answer with ``isinstance(prepared, _Plan)``: an exact
+    type is one pointer comparison, where ``isinstance(prepared, Outcome)`` on a plan
+    goes through the Struct metaclass's ``__instancecheck__`` (about 50 ns).
+    """
 
     event: Event[Any]
     handlers: tuple[Registration, ...]
@@ -651,7 +656,7 @@ class WebhookReceiver:
             prepared = self._prepare(body, header, secrets, started)
         except WebhookError as error:
             return self._rejected(error, started)
-        if isinstance(prepared, Outcome):
+        if not isinstance(prepared, _Plan):  # an Outcome: see _Plan
             return prepared
         return self._execute(prepared, started, tracer)
 
@@ -727,7 +732,7 @@ class WebhookReceiver:
             prepared = self._prepare(body, header, secrets, started)
         except WebhookError as error:
             return self._rejected(error, started)
-        if isinstance(prepared, Outcome):
+        if not isinstance(prepared, _Plan):  # an Outcome: see _Plan
             return prepared
         return await self._aexecute(prepared, started, tracer)
 

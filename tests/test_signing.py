@@ -12,6 +12,7 @@ from freezegun import freeze_time
 from service_webhooks import (
     Secret,
     SignatureFormatError,
+    SignatureHeader,
     SignatureMismatchError,
     TimestampError,
     parse_signature_header,
@@ -195,6 +196,35 @@ def test_default_clock_is_time_time_so_freezegun_applies() -> None:
 def test_undecodable_or_short_v_is_a_mismatch(v: str) -> None:
     with pytest.raises(SignatureMismatchError):
         verify(BODY, f"o:o-1,t:{NOW},v:{v}", [Secret(KEY)], now=NOW)
+
+
+def test_the_mismatch_says_whether_v_is_a_digest_at_all() -> None:
+    """The detail a receiver logs and keeps: a ``v`` that is no canonical base64 of 32
+    bytes is named as such, whichever secrets are active; a well-formed wrong one is not."""
+    good = header()
+    wrong = base64.b64encode(bytes(32)).decode()
+    non_canonical = good[:-2] + ("B" if good[-2] != "B" else "C") + "="
+    retired = Secret(KEY, not_after=NOW - 1)
+    cases = [
+        (f"o:o-1,t:{NOW},v:{wrong}", [Secret(KEY)], "no accepted secret produces this signature"),
+        (f"o:o-1,t:{NOW},v:{wrong}", [retired], "no accepted secret produces this signature"),
+        (non_canonical, [Secret(KEY)], "v is not a base64 HMAC-SHA256 digest"),
+        (f"o:o-1,t:{NOW},v:!!!", [retired], "v is not a base64 HMAC-SHA256 digest"),
+        (f"o:o-1,t:{NOW},v:!!!", [], "v is not a base64 HMAC-SHA256 digest"),
+    ]
+    for value, secrets, message in cases:
+        with pytest.raises(SignatureMismatchError, match=message):
+            verify(BODY, value, secrets, now=NOW)
+
+
+@pytest.mark.parametrize("v", ["é" * 44, "\ud800" + "A" * 42 + "=", "A" * 43 + "\x00"])
+def test_a_parsed_header_with_any_v_is_a_mismatch_not_a_crash(v: str) -> None:
+    """``verify`` takes an already parsed header too, whose ``v`` was never checked for
+    ASCII: any text there is a mismatch (401), never an encoding error."""
+    parsed = parse_signature_header(header())
+    forged = SignatureHeader(parsed.organization_id, parsed.timestamp, parsed.timestamp_text, v)
+    with pytest.raises(SignatureMismatchError):
+        verify(BODY, forged, [Secret(KEY)], now=NOW)
 
 
 def test_signature_covers_every_byte_of_body_org_and_t() -> None:
