@@ -84,6 +84,8 @@ for _alias in ("default", "pg") if "SW_DJANGO_PG" in ENV else ("default",):
 
 from django.db import connections  # noqa: E402
 
+from service_webhooks.adapters.django import models  # noqa: E402
+
 connections.close_all()
 for _name in ENV:  # configured now; subprocesses (other tests' workers) must not inherit it
     os.environ.pop(_name, None)
@@ -124,6 +126,17 @@ def _contract_settings() -> None:
 def kit() -> ModuleType:
     """This module, so tests reach the helpers above (test folders are not packages)."""
     return sys.modules[__name__]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def alias(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database alias of the test project (SQLite, then PostgreSQL), its inbox table
+    emptied before and after; a module may define its own ``alias``."""
+    name = "default" if request.param == "sqlite" else request.getfixturevalue("pg")
+    models.ReceivedDeliveryRecord.objects.using(name).all().delete()
+    yield name
+    models.ReceivedDeliveryRecord.objects.using(name).all().delete()
+    connections.close_all()
 
 
 @pytest.fixture

@@ -23,16 +23,6 @@ from service_webhooks.inbox import ReceivedDelivery
 UTC = datetime.UTC
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def alias(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database alias of the test project, its inbox table emptied before and after."""
-    name = "default" if request.param == "sqlite" else request.getfixturevalue("pg")
-    ReceivedDeliveryRecord.objects.using(name).all().delete()
-    yield name
-    ReceivedDeliveryRecord.objects.using(name).all().delete()
-    connections.close_all()
-
-
 def varied(count: int, seed: int = 7) -> list[ReceivedDelivery]:
     """``count`` records of varied sizes received in the last minutes, every fourth pair
     at the same microsecond (their IDs order them), some with tracebacks."""

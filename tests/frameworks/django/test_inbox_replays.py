@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from django.db import connections
 from sw_inbox_contract import delivery
 
@@ -39,16 +38,6 @@ def in_thread(work: Callable[[], None], errors: list[BaseException]) -> threadin
     thread = threading.Thread(target=run)
     thread.start()
     return thread
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def alias(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database alias of the test project, its inbox table emptied before and after."""
-    name = "default" if request.param == "sqlite" else request.getfixturevalue("pg")
-    ReceivedDeliveryRecord.objects.using(name).all().delete()
-    yield name
-    ReceivedDeliveryRecord.objects.using(name).all().delete()
-    connections.close_all()
 
 
 def test_a_replay_waits_for_deliveries_being_recorded_instead_of_failing() -> None:
