@@ -37,9 +37,11 @@ import weakref
 
 from ._exceptions import ConfigurationError
 from ._idempotency import describe
-from .stores import ClaimState, IdempotencyStore
+from .stores import ClaimState, IdempotencyStore, MemoryStore, SQLiteStore
 
 __all__ = ["Renewer"]
+
+_BLOCKING_STORES = (MemoryStore, SQLiteStore)  # exact types: a subclass may differ
 
 logger = logging.getLogger("service_webhooks")
 
@@ -63,6 +65,9 @@ class Renewer:
         # handlers run
         self._live: dict[str, tuple[str, asyncio.AbstractEventLoop | None]] = {}
         self._blocking = True  # False once the store refused a blocking call
+        # a store that always takes blocking calls never renews on a loop: add() skips
+        # looking the loop up (on CPython 3.11 that lookup is a getpid() system call)
+        self._loop_free = type(store) in _BLOCKING_STORES
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._gone = threading.Event()  # set once this renewer is collected: the thread ends
@@ -74,7 +79,7 @@ class Renewer:
     def add(self, key: str, token: str) -> None:
         """Start renewing ``token``'s claim on ``key`` (made on the running event loop,
         if any: a store without blocking calls renews it there)."""
-        self._live[token] = (key, asyncio._get_running_loop())
+        self._live[token] = (key, None if self._loop_free else asyncio._get_running_loop())
         if self._thread is None:
             with self._wake:
                 if self._thread is None:

@@ -186,3 +186,31 @@ async def test_aremove_cancelled_still_waits_for_the_renewal_under_way() -> None
     gate.set()
     with pytest.raises(asyncio.CancelledError):
         await removing
+
+
+class AsyncOnly(MemoryStore):
+    """A MemoryStore subclass that, like an asyncio-only client, refuses blocking calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals_on_loop = 0
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        from service_webhooks import ConfigurationError
+
+        raise ConfigurationError("asyncio connections only")
+
+    async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
+        self.renewals_on_loop += 1
+        return super().claim(key, token, lease)
+
+
+async def test_a_blocking_store_subclass_refusing_blocking_calls_is_renewed_on_its_loop() -> None:
+    """Only the built-in stores' exact types skip noting the loop at ``add``: a subclass
+    may refuse blocking calls, and its claims are then renewed with ``aclaim`` there."""
+    store = AsyncOnly()
+    renewer = Renewer(store, lease=0.15)  # renews every 0.05 s
+    renewer.add("k", "t")
+    await asyncio.sleep(0.3)
+    await renewer.aremove("t")
+    assert store.renewals_on_loop >= 2  # the first wake-up tries a blocking call
