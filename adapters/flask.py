@@ -123,8 +123,12 @@ class ServiceWebhooks:
 
         Raises:
             ConfigurationError: ``SERVICE_WEBHOOKS_SECRETS`` is missing, a value is out
-                of range (messages never show a secret), or ``SERVICE_WEBHOOKS_URL``
-                does not start with ``/``.
+                of range (messages never show a secret), ``SERVICE_WEBHOOKS_URL``
+                does not start with ``/``, or ``SERVICE_WEBHOOKS_STRICT`` is true and a
+                handler registered on the extension names an unknown event (a typo such
+                as ``note.craeted``). With ``STRICT`` true, registering such a handler on
+                the extension raises from then on, for every app it serves (they share
+                its handlers).
             RuntimeError: ``init_app`` was already called for this app (by this or
                 another ``ServiceWebhooks``); the app is left as it was.
         """
@@ -140,8 +144,14 @@ class ServiceWebhooks:
                 f"app.config['SERVICE_WEBHOOKS_URL'] must start with '/', not {url!r}"
             )
         receiver = self.receiver
+        strict = False
         if receiver is None:
+            strict = _parsed(_STRICT, "strict", app.config.get(_STRICT, False)) is True
+            if strict:  # before any change: the handlers already registered must be known
+                _check_known(self.router)
             receiver = self.receiver_from_config(app.config, router=self.router)
+        if strict:  # the extension's router, not one built from config: later ones too
+            self.router.strict = True
         app.extensions[EXTENSION_KEY] = receiver
         app.register_blueprint(_blueprint(_current_receiver, url, EXTENSION_KEY))
         from .flask_cli import cli  # the inbox commands: their own module
@@ -159,6 +169,27 @@ class ServiceWebhooks:
             arg: _parsed(key, arg, config[key]) for key, arg in CONFIG_KEYS.items() if key in config
         }
         return WebhookReceiver(**options, router=router)
+
+
+_STRICT = "SERVICE_WEBHOOKS_STRICT"
+
+
+def _check_known(router: Router) -> None:
+    """Under ``SERVICE_WEBHOOKS_STRICT``, refuse handlers registered on the extension for an
+    unknown event name (registered before ``init_app``: the router was not strict yet).
+
+    Raises:
+        ConfigurationError: Naming the first such name and the closest known one.
+    """
+    unknown = router.unknown_event_names()
+    if unknown:
+        name, close = next(iter(unknown.items()))
+        meant = f" (did you mean {close!r}?)" if close else ""
+        raise ConfigurationError(
+            f"app.config[{_STRICT!r}] is set and a handler is registered for {name!r}, which "
+            f"is not a known event name{meant}: fix the name, or declare a new event with "
+            f"router.declare({name!r}) before registering its handler"
+        )
 
 
 def _check_secrets(value: Any) -> None:

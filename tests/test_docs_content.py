@@ -64,6 +64,39 @@ def test_flask_store_table_lists_every_store_url() -> None:
         assert scheme in row
 
 
+def table_keys(page: str, heading: str) -> set[str]:
+    """The keys the first column of the table under ``heading`` names; `` `_B` `` is
+    short for ``SERVICE_WEBHOOKS_B``."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    section = text[text.index(f"\n{heading}\n") :]
+    table = re.search(r"(?:^\|.*\n)+", section, re.M)
+    assert table, f"{page}: no table under {heading}"
+    keys: set[str] = set()
+    for line in table.group(0).splitlines()[2:]:  # after the header and the rule
+        names = re.findall(r"`([A-Z_]+)`", line.split("|")[1])
+        keys |= {"SERVICE_WEBHOOKS" + name if name.startswith("_") else name for name in names}
+    return keys
+
+
+def test_the_flask_config_table_lists_every_key() -> None:
+    from service_webhooks.adapters.flask import CONFIG_KEYS
+
+    keys = table_keys("docs/flask.md", "## Extension (`init_app`, configured from `app.config`)")
+    assert keys == {*CONFIG_KEYS, "SERVICE_WEBHOOKS_URL"}
+
+
+def test_the_django_settings_table_lists_every_key() -> None:
+    from service_webhooks.adapters.django.conf import KEYS
+
+    assert table_keys("docs/django.md", "## Settings: `SERVICE_WEBHOOKS`") == set(KEYS)
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_pages_link_to_other_pages_rather_than_name_their_file(page: Path) -> None:
+    """On the site a page's file path (`` `docs/benchmarks.md` ``) leads nowhere: link it."""
+    assert not re.search(r"`docs/[\w-]+\.md", page.read_text(encoding="utf-8"))
+
+
 def test_examples_share_one_default_secret() -> None:
     pattern = re.compile(r'SERVICE_WEBHOOKS_SECRET",\s*"([^"]+)"')
     defaults = {

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -116,9 +118,14 @@ def build_wheel(outdir: Path) -> Path:
     return wheel
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built once for this module's tests."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 @pytest.mark.e2e
-def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
-    wheel = build_wheel(tmp_path)
+def test_built_wheel_contains_every_adapter_module(wheel: Path, tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {
         "service_webhooks/adapters/" + str(path.relative_to(ROOT / "adapters"))
@@ -149,6 +156,59 @@ def test_built_wheel_contains_every_adapter_module(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=unpacked
     )
     assert result.stdout.strip() == str(unpacked / "service_webhooks" / "adapters" / "asgi.py")
+
+
+def wheel_venv(wheel: Path, where: Path) -> Path:
+    """A venv in ``where`` with ``wheel`` installed (unpacked) as a user gets it, not editable:
+    this interpreter's other packages are reachable through a ``.pth`` line, but not its
+    editable install of this project (the ``.pth`` files there are not run). Returns its
+    ``bin`` directory, with a ``gunicorn`` script."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    python = where / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    here = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "dependencies.pth").write_text(here + "\n", encoding="utf-8")
+    zipfile.ZipFile(wheel).extractall(purelib)
+    script = where / "bin" / "gunicorn"
+    script.write_text(
+        f"#!{python}\nimport sys\nfrom gunicorn.app.wsgiapp import run\nsys.exit(run())\n",
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return where / "bin"
+
+
+def fenced_after(page: Path, heading: str) -> str:
+    """The first fenced block of ``page`` after the line ``heading``."""
+    text = page.read_text(encoding="utf-8")
+    after = text[text.index(f"\n{heading}\n") :]
+    return after.split("```", 2)[1].split("\n", 1)[1]
+
+
+@pytest.mark.e2e
+def test_the_documented_flask_gunicorn_command_runs_with_the_wheel_installed(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """docs/flask.md's production command, typed in the repository as the page says, with
+    the wheel installed: gunicorn loads its ``-c python:service_webhooks.adapters.gunicorn``
+    and the app (``--check-config``). Run from the root, the root's ``service_webhooks/``
+    folder (no ``adapters``) would shadow the installed package."""
+    bin_dir = wheel_venv(wheel, tmp_path / "venv")
+    command = fenced_after(ROOT / "docs" / "flask.md", "## Production: gunicorn")
+    assert "gunicorn -c python:service_webhooks.adapters.gunicorn" in command
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "GUNICORN_CMD_ARGS": "--check-config",  # load the configuration and the app, then exit
+        "SERVICE_WEBHOOKS_STORE": "memory",  # the example's store: no file in the repository
+    }
+    result = subprocess.run(
+        ["bash", "-e", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def import_without(blocked: tuple[str, ...], code: str) -> subprocess.CompletedProcess[str]:

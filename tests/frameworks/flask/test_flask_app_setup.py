@@ -48,6 +48,38 @@ def test_init_app_twice_is_refused_and_leaves_the_app_as_it_was() -> None:
     assert app.test_client().post("/webhooks", data=body, headers=headers).status_code == 200
 
 
+@pytest.mark.parametrize("strict", [True, "true"])
+def test_strict_refuses_a_handler_registered_on_the_extension_before_init_app(
+    strict: Any,
+) -> None:
+    """``SERVICE_WEBHOOKS_STRICT`` applies to the extension's handlers: one registered for
+    an unknown event name (a typo) stops ``init_app``, and the app is left as it was."""
+    webhooks = ServiceWebhooks()
+    webhooks.on("note.craeted")(lambda event: None)
+    app = configured(SERVICE_WEBHOOKS_STRICT=strict)
+    with pytest.raises(ConfigurationError, match=r"'note\.craeted'.*'note\.created'"):
+        webhooks.init_app(app)
+    assert EXTENSION_KEY not in app.extensions
+    assert "service_webhooks" not in app.blueprints
+
+
+def test_strict_refuses_a_handler_registered_on_the_extension_after_init_app() -> None:
+    webhooks = ServiceWebhooks()
+    webhooks.init_app(configured(SERVICE_WEBHOOKS_STRICT=True))
+    with pytest.raises(ConfigurationError, match=r"'note\.craeted'"):
+        webhooks.on("note.craeted")(lambda event: None)
+    webhooks.on("note.created")(lambda event: None)  # a known name still registers
+
+
+def test_without_strict_an_unknown_name_only_warns(caplog: pytest.LogCaptureFixture) -> None:
+    webhooks = ServiceWebhooks()
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        webhooks.on("note.craeted")(lambda event: None)
+    webhooks.init_app(configured(SERVICE_WEBHOOKS_STRICT="false"))
+    webhooks.on("note.creatd")(lambda event: None)
+    assert "'note.craeted', which is not a known event name" in caplog.text
+
+
 def test_a_misspelt_key_is_logged_naming_the_closest_one(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
