@@ -377,9 +377,9 @@ def dry_run_line(record: ReceivedDelivery) -> str:
 
 def replay_total(replayed: int, failed: int | None = None) -> str:
     """The last line of ``replay`` (on stderr): ``N replayed, F not successful``, or, for
-    a dry run (``failed`` is ``None``), ``N deliveries would be replayed``."""
+    a dry run (``failed`` is ``None``), ``N deliveries would be replayed`` (``1 delivery``)."""
     if failed is None:
-        return f"{replayed} deliveries would be replayed"
+        return f"{replayed} {'delivery' if replayed == 1 else 'deliveries'} would be replayed"
     return f"{replayed} replayed, {failed} not successful"
 
 

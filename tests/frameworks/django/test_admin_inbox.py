@@ -193,7 +193,8 @@ def test_the_replay_command(kit: ModuleType, flaky: Flaky) -> None:
                  "test.flaky", "--dry-run", stdout=out, stderr=err)  # fmt: skip
     lines = out.getvalue().splitlines()  # those of `service-webhooks inbox replay --dry-run`
     assert lines[-1] == f"{record_id}\ttest.flaky\thandler_failed\twould replay"  # oldest first
-    assert err.getvalue() == f"{len(lines)} deliveries would be replayed\n"
+    counted = f"{len(lines)} deliveries" if len(lines) != 1 else "1 delivery"
+    assert err.getvalue() == f"{counted} would be replayed\n"
     assert len(flaky.runs) == 1  # a dry run runs nothing
 
     with pytest.raises(CommandError, match="did not succeed"):  # still broken

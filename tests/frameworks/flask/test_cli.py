@@ -98,7 +98,7 @@ def test_list_show_and_replay(app: App) -> None:
     dry = app.run("replay", "--status", "handler_failed", "--dry-run")
     assert (dry.exit_code, len(app.runs)) == (0, 1)
     assert dry.stdout == f"{first.id}\tnote.created\thandler_failed\twould replay\n"
-    assert dry.stderr == "1 deliveries would be replayed\n"
+    assert dry.stderr == "1 delivery would be replayed\n"
     assert app.run("replay", first.id).exit_code == 1  # still broken: not successful
     app.fixed = True
     replayed = app.run("replay", first.id)
