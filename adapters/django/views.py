@@ -9,8 +9,9 @@ since Django reads no body without ``Content-Length`` there.
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from django.db import transaction
@@ -56,7 +57,7 @@ def webhook_view(
     async def adeliver(request: HttpRequest) -> HttpResponse:
         method, headers = _request_line(request)
         read = _stream(request).read  # Django's ASGI handler has spooled the body already
-        outcome = await target.ahandle(method, headers, _async(read))
+        outcome = await _finished(target.ahandle(method, headers, _async(read)))
         return _respond(cast(Outcome, outcome))  # None only when a read says disconnected
 
     view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
@@ -86,6 +87,29 @@ def _stream(request: HttpRequest) -> Any:
     if not meta.get("CONTENT_LENGTH") and meta.get("wsgi.input_terminated"):
         return meta["wsgi.input"]  # chunked: the server ends the stream
     return request  # bounded by Content-Length (WSGI) or already spooled (ASGI)
+
+
+async def _finished(delivery: Coroutine[Any, Any, Outcome | None]) -> Outcome | None:
+    """``await delivery``, carried to its end through one cancellation of the view.
+
+    Django's ASGI handler (Django 5.0 on) cancels the view when the client disconnects,
+    as the service does after waiting 10 s (spec §3.3). Cancelled there, a delivery
+    whose plain handler had already run in its thread would release its claim with no
+    record of that run, and the service's retry would run the handler again (every
+    retry, for a handler slower than 10 s). Like every other mount (no server cancels
+    an ASGI app when its client goes), the view lets the delivery finish and record
+    its outcome, then lets the cancellation through; Django waits for the view.
+    A second cancellation (the server shutting down) cancels the delivery itself.
+
+    Raises:
+        asyncio.CancelledError: The view was cancelled (after the delivery finished).
+    """
+    task = asyncio.ensure_future(delivery)  # the request's context: its thread, its ORM
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task  # cancelled again meanwhile: the task is cancelled with the view
+        raise
 
 
 def _async(read: Callable[[int], bytes]) -> Callable[[int], Any]:

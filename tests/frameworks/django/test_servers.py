@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,6 +234,51 @@ def test_a_blocked_handler_under_asgi_does_not_hold_other_deliveries(
         blocked.close()
     assert (other.status, other.reason) == (200, "processed")
     assert (first.status, first.reason) == (200, "processed")
+
+
+def _wait_for(condition: Any) -> None:
+    """Poll ``condition()`` until true (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", ["/webhooks/", "/async/webhooks/"])
+def test_a_client_gone_while_the_handler_runs_leaves_one_run_and_a_duplicate_under_asgi(
+    kit: ModuleType, asgi: Any, tmp_path: Path, path: str
+) -> None:
+    """Django's ASGI handler (Django 5.0 on) cancels the view when the client disconnects,
+    as the service does after 10 s. The delivery must still finish and be recorded, as
+    under the other servers: the service's retry is then a duplicate, not a second run of
+    a handler that completed (and, for a handler slower than 10 s, one more on every
+    retry until the event is dead)."""
+    from sw_testapp.models import Delivery
+
+    note_id = uuid.uuid4().hex
+    release = tmp_path / "release"
+    body = kit.envelope(id=note_id, text=f"wait:{release}")
+    head = kit.contract.signed_head("POST", path, body)
+    runs = Delivery.objects.filter(note_id=note_id)
+    sock = kit.contract.raw_open(asgi.port, [*head, f"Content-Length: {len(body)}"], body)
+    try:
+        _wait_for(runs.exists)  # the handler is running
+    finally:
+        sock.close()  # the service gave up waiting
+    time.sleep(1)  # let the server see the disconnect before the handler ends
+    release.touch()
+
+    def redelivered() -> bool:
+        nonlocal answer
+        answer = kit.contract.raw_request(asgi.port, head, body)
+        return (answer.status, answer.reason) != (503, "in_flight")
+
+    answer = None
+    _wait_for(redelivered)  # in flight until the first run is recorded
+    assert answer is not None
+    assert (answer.status, answer.reason) == (200, "duplicate")
+    assert runs.count() == 1
 
 
 @pytest.mark.e2e
