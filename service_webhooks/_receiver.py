@@ -985,8 +985,9 @@ class WebhookReceiver:
             outcome = outcome_for_error(error)
             return self._answer(plan, outcome, started, handler_time, str(error), error_type)
         if isinstance(error, (RetryLater, StoreError)):  # e.g. a task queue refused it: 503
+            said = printable(str(error))  # RetryLater() says nothing: no dangling ": "
             logger.error(
-                "service_webhooks: %s for %s: %s", error.reason, name, printable(str(error))
+                "service_webhooks: %s for %s%s", error.reason, name, f": {said}" if said else ""
             )
             outcome = outcome_for_error(error)
             return self._answer(plan, outcome, started, handler_time, str(error), error_type)

@@ -11,7 +11,15 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from ._exceptions import ConfigurationError
 
-__all__ = ["POSTGRES_SCHEMES", "pop_query", "quoted_scheme", "scheme_of", "sqlite_path"]
+__all__ = [
+    "POSTGRES_SCHEMES",
+    "pop_query",
+    "quoted_scheme",
+    "scheme_of",
+    "seconds_option",
+    "sqlite_path",
+    "sqlite_url",
+]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 """The schemes of a PostgreSQL URL (a store's or an inbox's)."""
@@ -35,18 +43,65 @@ def quoted_scheme(text: str) -> str:
 
 
 def sqlite_path(text: str, what: str) -> str:
-    """The file path of ``sqlite:PATH``, ``sqlite:///abs/path`` or ``sqlite://rel/path``.
+    """The file path of ``sqlite:PATH``, ``sqlite:///abs/path`` or ``sqlite://rel/path``
+    (without its ``?timeout=``: see :func:`sqlite_url`).
+
+    Raises:
+        ConfigurationError: As :func:`sqlite_url`.
+    """
+    return sqlite_url(text, what)[0]
+
+
+def sqlite_url(text: str, what: str, default_timeout: float = 5.0) -> tuple[str, float]:
+    """The file path and the lock ``timeout`` (seconds) of ``sqlite:PATH?timeout=SECONDS``.
+
+    ``?timeout=`` is the only query parameter: any other ``?…`` (``?mode=ro``) is refused
+    rather than taken as the end of the file name, which would open a second, empty
+    database beside the one meant. A path that holds a ``?`` itself is passed to
+    ``SQLiteStore(path)`` or ``SQLiteInbox(path)`` instead.
 
     Raises:
         ConfigurationError: No path follows the scheme (``what`` names the setting:
-            ``"store"`` or ``"inbox"``).
+            ``"store"`` or ``"inbox"``), a query parameter other than ``timeout``, or a
+            timeout that is not a number of seconds above 0.
     """
     path = text[len("sqlite:") :]
     if path.startswith("//"):  # sqlite:///abs -> /abs, sqlite://rel -> rel
         path = path[2:]
+    path, question, query = path.partition("?")
     if not path:
         raise ConfigurationError(f"a sqlite: {what} URL needs a file path")
-    return path
+    if not question:
+        return path, default_timeout
+    options: dict[str, str] = {}
+    for piece in query.split("&"):
+        name, _, value = piece.partition("=")
+        if unquote_plus(name) != "timeout":
+            raise ConfigurationError(
+                f"a sqlite: {what} URL takes no query parameter but ?timeout=SECONDS "
+                "(for a file name with a '?', pass the path to the class itself)"
+            )
+        options["timeout"] = unquote_plus(value)
+    return path, seconds_option(options, default_timeout)
+
+
+def seconds_option(options: dict[str, str], default: float) -> float:
+    """The ``timeout`` of a storage URL's popped query options, in seconds (``default``
+    when absent); shared by the store and inbox URLs.
+
+    Raises:
+        ConfigurationError: The value is not a finite number of seconds above 0.
+    """
+    text = options.get("timeout")
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(f"a store URL's timeout must be seconds > 0, not {text[:20]!r}")
+    return seconds
 
 
 def pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:

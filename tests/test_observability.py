@@ -17,6 +17,7 @@ from service_webhooks import (
     Event,
     MemoryStore,
     Outcome,
+    RetryLater,
     StoreError,
     Unprocessable,
     WebhookReceiver,
@@ -106,6 +107,27 @@ def test_a_refused_request_logs_its_reason_and_detail(
         f"service_webhooks: 401 {reason} event=- version=- org=- key=- in "
     )
     assert ": " in line.getMessage().split(" ms", 1)[1]  # the detail follows
+
+
+@pytest.mark.parametrize(
+    ("error", "said"), [(RetryLater(), ""), (RetryLater("queue full"), ": queue full")]
+)
+def test_a_retry_later_is_logged_with_its_message_or_none(
+    receiver: WebhookReceiver,
+    signed: Signed,
+    drive: Drive,
+    caplog: pytest.LogCaptureFixture,
+    error: RetryLater,
+    said: str,
+) -> None:
+    def later(event: Event[Any]) -> None:
+        raise error
+
+    receiver.on("note.created", later)
+    with caplog.at_level(logging.INFO, "service_webhooks"):
+        assert drive(receiver, *signed()).reason == "retry_later"
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert line == "service_webhooks: retry_later for note.created" + said  # no dangling ": "
 
 
 def test_no_line_when_info_is_disabled(

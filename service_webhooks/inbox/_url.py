@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from .._exceptions import ConfigurationError
-from .._storage_url import POSTGRES_SCHEMES, pop_query, quoted_scheme, scheme_of, sqlite_path
+from .._storage_url import (
+    POSTGRES_SCHEMES,
+    pop_query,
+    quoted_scheme,
+    scheme_of,
+    seconds_option,
+    sqlite_url,
+)
 from ._base import Inbox
 from ._memory import MemoryInbox
 from ._sqlite import SQLiteInbox
@@ -18,7 +25,7 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
     URL                                         inbox
     ==========================================  ======================================
     ``memory``                                  :class:`MemoryInbox`
-    ``sqlite:PATH`` (``sqlite:///abs`` too)      :class:`SQLiteInbox` at ``PATH``
+    ``sqlite:PATH`` (``sqlite:///abs`` too)      :class:`SQLiteInbox` at ``PATH`` (``?timeout=``)
     ``postgresql://…``, ``postgres://…``        :class:`PostgresInbox` (``?inbox_table=``)
     ==========================================  ======================================
 
@@ -40,9 +47,9 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
     if scheme == "memory":
         return MemoryInbox()
     if scheme == "sqlite":
-        return SQLiteInbox(sqlite_path(text, "inbox"))
+        path, timeout = sqlite_url(text, "inbox")
+        return SQLiteInbox(path, timeout=timeout)
     if scheme in POSTGRES_SCHEMES:
-        from ..stores._url import seconds_option
         from ._postgres import DEFAULT_POSTGRES_INBOX_TABLE, PostgresInbox
 
         # ?table= names the idempotency store's table: dropped here, like ?inbox_table=;

@@ -10,10 +10,11 @@ URL                                                store
 =================================================  ==========================================
 
 Redis URLs accept ``?prefix=…`` (the key prefix); PostgreSQL URLs accept ``?table=…``
-(optionally ``schema.table``); both accept ``?timeout=SECONDS`` (how long a store call
-may take before it fails, 5 by default). Every other query parameter is passed to the driver as
-part of the URL. The PostgreSQL table is created on first use
-(``create_schema=True`` creates it now, to fail early).
+(optionally ``schema.table``); all three accept ``?timeout=SECONDS`` (how long a store
+call may take, or wait for another process's SQLite write lock, before it fails, 5 by
+default), the only parameter a SQLite URL takes. Every other query parameter of a
+server's URL is passed to the driver as part of the URL. The PostgreSQL table is
+created on first use (``create_schema=True`` creates it now, to fail early).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import os
 import re
 
 from .._exceptions import ConfigurationError
-from .._storage_url import POSTGRES_SCHEMES, pop_query, quoted_scheme, scheme_of, sqlite_path
+from .._storage_url import (
+    POSTGRES_SCHEMES,
+    pop_query,
+    quoted_scheme,
+    scheme_of,
+    seconds_option,
+    sqlite_url,
+)
 from ._base import IdempotencyStore
 from ._memory import MemoryStore
 from ._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
@@ -58,7 +66,8 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
     if scheme == "memory":
         return MemoryStore()
     if scheme == "sqlite":
-        return SQLiteStore(sqlite_path(text, "store"))
+        path, timeout = sqlite_url(text, "store")
+        return SQLiteStore(path, timeout=timeout)
     if scheme in _REDIS_SCHEMES:
         from ._redis import DEFAULT_PREFIX, RedisStore
 
@@ -112,25 +121,6 @@ def store_from_env(default: str = f"sqlite:{DEFAULT_SQLITE_PATH}") -> Idempotenc
         ConfigurationError: As :func:`store_from_url`.
     """
     return store_from_url(os.environ.get(ENV_VAR) or default)
-
-
-def seconds_option(options: dict[str, str], default: float) -> float:
-    """The ``timeout`` of a storage URL's popped query options, in seconds (``default``
-    when absent); shared by the store and inbox URLs.
-
-    Raises:
-        ConfigurationError: The value is not a finite number of seconds above 0.
-    """
-    text = options.get("timeout")
-    if text is None:
-        return default
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise ConfigurationError(f"a store URL's timeout must be seconds > 0, not {text[:20]!r}")
-    return seconds
 
 
 _SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=)[^&#]*")

@@ -164,6 +164,15 @@ def test_list_reads_the_store_from_the_environment(box: Box) -> None:
     ]
 
 
+def test_list_reads_the_file_of_a_store_url_with_a_timeout(box: Box) -> None:
+    """``sqlite:PATH?timeout=2``, as the receiver's setting may say: the inbox in PATH."""
+    rows = listed(box, "--store", box.store + "?timeout=2")
+    assert [r["reason"] for r in rows] == [r["reason"] for r in listed(box)]
+    assert [p.name for p in box.path.iterdir() if "?" in p.name] == []
+    result = run("list", "--store", box.store + "?mode=ro", code=2)
+    assert "takes no query parameter but ?timeout=SECONDS" in result.stderr
+
+
 def test_list_prints_tab_separated_lines_when_piped(box: Box) -> None:
     lines = run("list", "--store", box.store).stdout.splitlines()
     assert lines[0].split("\t") == [

@@ -24,6 +24,24 @@ def test_sqlite_relative_and_absolute(tmp_path: Path, form: str) -> None:
     assert path.exists()
 
 
+def test_sqlite_timeout_is_an_option_not_part_of_the_file_name(tmp_path: Path) -> None:
+    """The same URL as the store's (``sqlite:PATH?timeout=2``) puts the inbox in PATH."""
+    path = tmp_path / "inbox.sqlite3"
+    inbox = inbox_from_url(f"sqlite:{path}?timeout=2")
+    assert isinstance(inbox, SQLiteInbox)
+    assert inbox.search().items == ()
+    assert inbox._timeout == 2  # type: ignore[attr-defined]
+    assert path.exists()
+    assert not (tmp_path / "inbox.sqlite3?timeout=2").exists()
+
+
+@pytest.mark.parametrize("query", ["?mode=ro", "?timeout=-1"])
+def test_sqlite_refuses_other_query_parameters(tmp_path: Path, query: str) -> None:
+    with pytest.raises(ConfigurationError, match="timeout"):
+        inbox_from_url(f"sqlite:{tmp_path / 'inbox.sqlite3'}{query}")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("url", ["sqlite:", "sqlite://"])
 def test_sqlite_needs_a_path(url: str) -> None:
     with pytest.raises(ConfigurationError, match="file path"):

@@ -38,6 +38,27 @@ def test_sqlite_needs_a_path() -> None:
         store_from_url("sqlite:")
 
 
+def test_sqlite_timeout_is_an_option_not_part_of_the_file_name(tmp_path: Path) -> None:
+    """``?timeout=`` bounds the wait for another process's write lock, as it bounds a
+    server's calls; it is not the end of the file name (a second, empty database beside
+    the one that ``inbox list --store sqlite:PATH`` reads)."""
+    path = tmp_path / "keys.sqlite3"
+    store = store_from_url(f"sqlite:{path}?timeout=2")
+    assert isinstance(store, SQLiteStore)
+    assert store.path == path
+    assert store._timeout == 2  # type: ignore[attr-defined]
+    assert store.claim("k", "t", 60) is ClaimState.NEW
+    store.close()
+    assert [p.name for p in tmp_path.iterdir() if "?" in p.name] == []
+
+
+@pytest.mark.parametrize("query", ["?mode=ro", "?timeout=2&cache=shared", "?", "?timeout=0"])
+def test_sqlite_refuses_other_query_parameters(tmp_path: Path, query: str) -> None:
+    with pytest.raises(ConfigurationError, match="timeout"):
+        store_from_url(f"sqlite:{tmp_path / 'keys.sqlite3'}{query}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_scheme_names_the_scheme_but_not_the_url() -> None:
     with pytest.raises(ConfigurationError, match="'mysql'") as caught:
         store_from_url("mysql://user:hunter2@db/x")
