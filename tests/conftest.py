@@ -2,6 +2,8 @@
 
 * ``unavailable(what, why)``: skip a test whose real server is absent, or fail it when
   ``SERVICE_WEBHOOKS_REQUIRE_SERVICES=1`` (set by ``.ci/run``).
+* ``postgres_url``: the tests' PostgreSQL URL (``sw_services.POSTGRES_URL``) once the
+  server has answered, asked once per session; else ``unavailable``.
 * ``free_port``: a free TCP port on 127.0.0.1.
 * ``secret`` / ``signed``: sign bodies the way the service does.
 * ``drive``: one delivery through ``process`` or ``aprocess`` (parametrized: the two
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import pytest
+from sw_services import POSTGRES_URL
 
 from service_webhooks import MemoryStore, Outcome, WebhookReceiver, sign
 
@@ -34,6 +37,29 @@ def unavailable() -> Callable[[str, str], NoReturn]:
         pytest.skip(message)
 
     return report
+
+
+@pytest.fixture(scope="session")
+def postgres_unreachable() -> str | None:
+    """Why PostgreSQL at ``POSTGRES_URL`` does not answer (the psycopg error's class
+    name), or ``None`` when it does: asked once per session, within 2 seconds."""
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+    except psycopg.Error as error:
+        return type(error).__name__
+    return None
+
+
+@pytest.fixture
+def postgres_url(
+    postgres_unreachable: str | None, unavailable: Callable[[str, str], NoReturn]
+) -> str:
+    """``POSTGRES_URL`` when PostgreSQL answers; else the test is skipped (or failed
+    under ``SERVICE_WEBHOOKS_REQUIRE_SERVICES=1``) with the reason."""
+    if postgres_unreachable is not None:
+        unavailable(f"PostgreSQL at {POSTGRES_URL}", postgres_unreachable)
+    return POSTGRES_URL
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ Retry rules (spec §4, §8; API rate limits are not documented, so the service's
 from __future__ import annotations
 
 import email.utils
+import inspect
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ __all__ = [
     "RetryPolicy",
     "Sleep",
     "cancel_call",
+    "decode_page",
     "history_call",
     "operations_call",
     "operations_filters",
@@ -67,6 +69,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+PageT = TypeVar("PageT", HistoryPage, OperationsPage)
 
 HISTORY_PATH = "/settings/recording/v1/privacy/history"
 """Spec §4.1."""
@@ -391,6 +394,65 @@ def decode(call: Call, response: httpx.Response, type_: type[T]) -> T:
     return result
 
 
+class _SnakeToken(msgspec.Struct):
+    next_pagination_token: Any = None
+
+
+class _CamelToken(msgspec.Struct, rename={"next_pagination_token": "nextPaginationToken"}):
+    next_pagination_token: Any = None
+
+
+_OTHER_SPELLING: dict[type[Any], tuple[str, str, msgspec.json.Decoder[Any]]] = {
+    # page model: (its token's name, the other endpoint's name, a decoder of the latter)
+    HistoryPage: (
+        "next_pagination_token",
+        "nextPaginationToken",
+        msgspec.json.Decoder(_CamelToken),
+    ),
+    OperationsPage: (
+        "nextPaginationToken",
+        "next_pagination_token",
+        msgspec.json.Decoder(_SnakeToken),
+    ),
+}
+
+
+def decode_page(
+    call: Call, response: httpx.Response, type_: type[PageT]
+) -> tuple[PageT, APIResponseError | None]:
+    """Decode a 2xx page body, and tell whether its next-page token is where the spec
+    puts it.
+
+    The two listings spell the token differently: history ``next_pagination_token``
+    (spec §4.1), operations ``nextPaginationToken`` (spec §4.2), and spec §9 makes a
+    renamed field a new API version. A page whose documented token is empty or missing
+    while it holds a non-empty token under the other listing's name is not taken as the
+    last page (that would end an iteration silently, the later pages lost).
+
+    Returns:
+        ``(page, None)``, or ``(page, error)`` for such a page: an
+        :class:`~.errors.APIResponseError` naming both fields and the token found, for
+        the caller to raise (a pager raises it once the page's items are yielded).
+
+    Raises:
+        APIResponseError: The body is not JSON or does not match the model.
+    """
+    page = decode(call, response, type_)
+    if page.next_pagination_token:
+        return page, None
+    documented, other, decoder = _OTHER_SPELLING[type_]
+    token = decoder.decode(response.content).next_pagination_token
+    if token is None or token == "":
+        return page, None
+    return page, APIResponseError(
+        f"next-page token under {other} ({_service_text(repr(token), None)}) instead of "
+        f"{documented}: not taken as the last page",
+        method=call.method,
+        path=request_path(response.request),
+        status_code=response.status_code,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """When and after how long a failed call is repeated (see the module docstring).
@@ -443,15 +505,30 @@ class RetryPolicy:
         return cap / 2 + jitter * cap / 2
 
 
+def _is_coroutine_function(value: object) -> bool:
+    """Whether calling ``value`` makes a coroutine: an ``async def`` function or
+    method, a :func:`functools.partial` of one, or an object whose ``__call__`` is one."""
+    if inspect.iscoroutinefunction(value):
+        return True
+    call = inspect.getattr_static(type(value), "__call__", None)  # a class's async __call__
+    return inspect.iscoroutinefunction(call)
+
+
 def check_io_options(
     transport: object, transport_type: type[Any], sleep: object, jitter: object
 ) -> None:
     """Refuse a driver's I/O arguments of the wrong kind when the client is made, not
     at the first request (an async transport given to the sync client, ``sleep=None``).
 
+    ``sleep`` must be a coroutine function for the async client (``transport_type``
+    :class:`httpx.AsyncBaseTransport`): a blocking one such as ``time.sleep`` would stop
+    the event loop for the whole delay. For the sync client it must not be one: its
+    coroutine would never be awaited, so the client would not wait at all.
+
     Raises:
-        ConfigurationError: ``transport`` is not ``None`` nor a ``transport_type``, or
-            ``sleep`` or ``jitter`` is not callable.
+        ConfigurationError: ``transport`` is not ``None`` nor a ``transport_type``;
+            ``sleep`` or ``jitter`` is not callable; ``sleep`` is not a coroutine
+            function for the async client, or is one for the sync client.
     """
     if transport is not None and not isinstance(transport, transport_type):
         expected, got = transport_type.__name__, type(transport).__name__
@@ -459,6 +536,17 @@ def check_io_options(
     for name, value in (("sleep", sleep), ("jitter", jitter)):
         if not callable(value):
             raise ConfigurationError(f"{name} must be callable, got {value!r}")
+    asynchronous = issubclass(transport_type, httpx.AsyncBaseTransport)
+    if asynchronous and not _is_coroutine_function(sleep):
+        raise ConfigurationError(
+            f"sleep must be a coroutine function (async def, such as asyncio.sleep) for "
+            f"AsyncClient, got {sleep!r}: a blocking sleep would stop the event loop"
+        )
+    if not asynchronous and _is_coroutine_function(sleep):
+        raise ConfigurationError(
+            f"sleep must be a plain function (such as time.sleep) for Client, got the "
+            f"coroutine function {sleep!r}: its coroutine would never be awaited"
+        )
 
 
 def _version() -> str:

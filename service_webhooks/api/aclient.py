@@ -16,19 +16,16 @@ from __future__ import annotations
 import asyncio
 import random
 from types import TracebackType
-from typing import TypeVar
 
 import httpx
 
 from . import _core
-from ._core import AsyncSleep, Call, ClientCore, Jitter, RetryPolicy
-from .errors import APIError
+from ._core import AsyncSleep, Call, ClientCore, Jitter, PageT, RetryPolicy
+from .errors import APIError, APIResponseError
 from .models import HistoryPage, Operation, OperationsPage, PrivacySettingsVersion
 from .pagination import AsyncPager, Cursor
 
 __all__ = ["AsyncClient", "AsyncOperations", "AsyncPrivacySettings"]
-
-T = TypeVar("T")
 
 
 class AsyncClient:
@@ -44,7 +41,9 @@ class AsyncClient:
             and the :class:`~.errors.RateLimitError` is raised at once.
         transport: An ``httpx`` transport (for example ``httpx.MockTransport`` or the fake
             server's); the default opens real connections.
-        sleep: Awaited with the seconds to wait before a retry.
+        sleep: An ``async def`` function (a coroutine function), awaited with the
+            seconds to wait before a retry; a blocking one such as ``time.sleep`` is
+            refused (it would stop the event loop).
         jitter: Returns a float in ``[0, 1)`` that spreads backoff delays.
 
     Raises:
@@ -116,8 +115,15 @@ class AsyncClient:
             await self._sleep(delay)
             retries += 1
 
-    async def _fetch(self, call: Call, type_: type[T]) -> T:
-        return _core.decode(call, await self._send(call), type_)
+    async def _page(self, call: Call, type_: type[PageT]) -> tuple[PageT, APIResponseError | None]:
+        """A page and the error its token's spelling makes, if any (see ``decode_page``)."""
+        return _core.decode_page(call, await self._send(call), type_)
+
+    async def _fetch(self, call: Call, type_: type[PageT]) -> PageT:
+        page, problem = await self._page(call, type_)
+        if problem is not None:
+            raise problem
+        return page
 
 
 class AsyncPrivacySettings:
@@ -154,7 +160,7 @@ class AsyncPrivacySettings:
         request errors while iterating.
         """
         cursor = Cursor(_core.history_call, limit, pagination_token)
-        return AsyncPager(lambda call: self._client._fetch(call, HistoryPage), cursor)
+        return AsyncPager(lambda call: self._client._page(call, HistoryPage), cursor)
 
 
 class AsyncOperations:
@@ -213,7 +219,7 @@ class AsyncOperations:
             return _core.operations_call(filters, page_limit, token)
 
         cursor = Cursor(build, limit, pagination_token)
-        return AsyncPager(lambda call: self._client._fetch(call, OperationsPage), cursor)
+        return AsyncPager(lambda call: self._client._page(call, OperationsPage), cursor)
 
     async def cancel(self, operation_id: str) -> None:
         """Cancel a cancelable in-progress operation (spec §4.3).

@@ -16,19 +16,16 @@ from __future__ import annotations
 import random
 import time
 from types import TracebackType
-from typing import TypeVar
 
 import httpx
 
 from . import _core
-from ._core import Call, ClientCore, Jitter, RetryPolicy, Sleep
-from .errors import APIError
+from ._core import Call, ClientCore, Jitter, PageT, RetryPolicy, Sleep
+from .errors import APIError, APIResponseError
 from .models import HistoryPage, Operation, OperationsPage, PrivacySettingsVersion
 from .pagination import Cursor, Pager
 
 __all__ = ["Client", "Operations", "PrivacySettings"]
-
-T = TypeVar("T")
 
 
 class Client:
@@ -44,7 +41,8 @@ class Client:
             and the :class:`~.errors.RateLimitError` is raised at once.
         transport: An ``httpx`` transport (for example ``httpx.MockTransport`` or the fake
             server's); the default opens real connections.
-        sleep: Called with the seconds to wait before a retry.
+        sleep: A plain function, called with the seconds to wait before a retry (a
+            coroutine function is refused: nothing would await it).
         jitter: Returns a float in ``[0, 1)`` that spreads backoff delays.
 
     Raises:
@@ -116,8 +114,15 @@ class Client:
             self._sleep(delay)
             retries += 1
 
-    def _fetch(self, call: Call, type_: type[T]) -> T:
-        return _core.decode(call, self._send(call), type_)
+    def _page(self, call: Call, type_: type[PageT]) -> tuple[PageT, APIResponseError | None]:
+        """A page and the error its token's spelling makes, if any (see ``decode_page``)."""
+        return _core.decode_page(call, self._send(call), type_)
+
+    def _fetch(self, call: Call, type_: type[PageT]) -> PageT:
+        page, problem = self._page(call, type_)
+        if problem is not None:
+            raise problem
+        return page
 
 
 class PrivacySettings:
@@ -154,7 +159,7 @@ class PrivacySettings:
         request errors while iterating.
         """
         cursor = Cursor(_core.history_call, limit, pagination_token)
-        return Pager(lambda call: self._client._fetch(call, HistoryPage), cursor)
+        return Pager(lambda call: self._client._page(call, HistoryPage), cursor)
 
 
 class Operations:
@@ -213,7 +218,7 @@ class Operations:
             return _core.operations_call(filters, page_limit, token)
 
         cursor = Cursor(build, limit, pagination_token)
-        return Pager(lambda call: self._client._fetch(call, OperationsPage), cursor)
+        return Pager(lambda call: self._client._page(call, OperationsPage), cursor)
 
     def cancel(self, operation_id: str) -> None:
         """Cancel a cancelable in-progress operation (spec §4.3).

@@ -10,8 +10,10 @@ Rules:
   :attr:`Pager.limit`, validated like the first one.
 - An empty or missing next token ends the iteration (spec §4.4 leaves the last
   page's value open).
-- A token already used in this iteration raises :class:`~.errors.PaginationError`
-  instead of looping.
+- A token already used in this iteration ends it with :class:`~.errors.PaginationError`
+  instead of looping, and a page whose token is under the other listing's name (see
+  :func:`._core.decode_page`) with :class:`~.errors.APIResponseError`. Either is
+  raised once the items of that page have been yielded: no item received is lost.
 - One page is held at a time: iterating 10,000 operations keeps memory flat.
 - A pager is its own iterator (``iter(pager) is pager``): leaving a loop and iterating
   again resumes at the next item, which may be in the page already held.
@@ -23,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from ._core import Call
-from .errors import PaginationError
+from .errors import APIError, PaginationError
 
 __all__ = ["AsyncPager", "Cursor", "Page", "Pager"]
 
@@ -66,6 +68,7 @@ class Cursor:
         self.done = False
         self.pages = 0
         self._seen: set[str] = set() if self.token is None else {self.token}
+        self._pending: APIError | None = None
 
     @property
     def limit(self) -> int | None:
@@ -81,26 +84,46 @@ class Cursor:
         """The request for the next page."""
         return self._build(self._limit, self.token)
 
-    def advance(self, call: Call, next_token: str | None) -> None:
+    def advance(self, call: Call, next_token: str | None, problem: APIError | None = None) -> None:
         """Record a fetched page whose next token is ``next_token``.
 
-        Raises:
-            PaginationError: ``next_token`` was already used in this iteration.
+        The page ends the iteration when its token is empty, when ``problem`` is given
+        (the page's token is not where the spec puts it), or when the token was already
+        used in this iteration (a :class:`~.errors.PaginationError`, instead of a loop).
+        The error is kept for :meth:`raise_pending`: the pager yields the page's items
+        first.
         """
         self.pages += 1
+        if problem is not None:
+            self.done = True
+            self._pending = problem
+            return
         if not next_token:
             self.done = True
             return
         if next_token in self._seen:
             self.done = True
-            raise PaginationError(
+            self._pending = PaginationError(
                 f"the service repeated pagination token {next_token!r}; stopping to avoid a loop",
                 method=call.method,
                 path=call.path,
                 token=next_token,
             )
+            return
         self._seen.add(next_token)
         self.token = next_token
+
+    def raise_pending(self) -> None:
+        """Raise the error that ended the iteration, once (then nothing).
+
+        Raises:
+            APIError: A :class:`~.errors.PaginationError` (repeated token) or an
+                :class:`~.errors.APIResponseError` (misplaced token) recorded by
+                :meth:`advance`.
+        """
+        error, self._pending = self._pending, None
+        if error is not None:
+            raise error
 
 
 class Pager(Generic[PageT, ItemU]):
@@ -113,12 +136,16 @@ class Pager(Generic[PageT, ItemU]):
     exhausted.
 
     Raises (while iterating):
-        APIError: Any error of the request (see :mod:`.errors`), including
-            :class:`~.errors.PaginationError` for a repeated token (which ends the
-            iteration). After any other error, iterating again asks for the same page.
+        APIError: Any error of the request (see :mod:`.errors`); after it, iterating
+            again asks for the same page. :class:`~.errors.PaginationError` (a
+            repeated token) and :class:`~.errors.APIResponseError` for a token under
+            the other listing's name end the iteration: they are raised after the
+            items of the page that carried the token.
     """
 
-    def __init__(self, fetch: Callable[[Call], PageT], cursor: Cursor) -> None:
+    def __init__(
+        self, fetch: Callable[[Call], tuple[PageT, APIError | None]], cursor: Cursor
+    ) -> None:
         self._fetch = fetch
         self._cursor = cursor
         self._items: Sequence[ItemU] = ()  # the held page's items
@@ -144,15 +171,18 @@ class Pager(Generic[PageT, ItemU]):
         Raises:
             RuntimeError: Items of the page held are still to be yielded (the item
                 iteration stopped mid-page); finish them with ``next`` or a loop first.
+            APIError: As when iterating items; a repeated or misplaced token is
+                raised after the page that carried it has been yielded.
         """
         cursor = self._cursor
         while not cursor.done:
             _check_no_items_left(self._items, self._next)
             call = cursor.call()
-            page = self._fetch(call)
-            cursor.advance(call, page.next_pagination_token)
+            page, problem = self._fetch(call)
+            cursor.advance(call, page.next_pagination_token, problem)
             self._items, self._next = (), 0
             yield page
+        cursor.raise_pending()
 
     def __iter__(self) -> Self:
         return self
@@ -162,10 +192,11 @@ class Pager(Generic[PageT, ItemU]):
             cursor = self._cursor
             if cursor.done:
                 self._items, self._next = (), 0
+                cursor.raise_pending()
                 raise StopIteration
             call = cursor.call()
-            page = self._fetch(call)
-            cursor.advance(call, page.next_pagination_token)
+            page, problem = self._fetch(call)
+            cursor.advance(call, page.next_pagination_token, problem)
             self._items, self._next = page.items, 0
         item = self._items[self._next]
         self._next += 1
@@ -182,12 +213,16 @@ class AsyncPager(Generic[PageT, ItemU]):
     Once exhausted it stays exhausted.
 
     Raises (while iterating):
-        APIError: Any error of the request (see :mod:`.errors`), including
-            :class:`~.errors.PaginationError` for a repeated token (which ends the
-            iteration). After any other error, iterating again asks for the same page.
+        APIError: Any error of the request (see :mod:`.errors`); after it, iterating
+            again asks for the same page. :class:`~.errors.PaginationError` (a
+            repeated token) and :class:`~.errors.APIResponseError` for a token under
+            the other listing's name end the iteration: they are raised after the
+            items of the page that carried the token.
     """
 
-    def __init__(self, fetch: Callable[[Call], Awaitable[PageT]], cursor: Cursor) -> None:
+    def __init__(
+        self, fetch: Callable[[Call], Awaitable[tuple[PageT, APIError | None]]], cursor: Cursor
+    ) -> None:
         self._fetch = fetch
         self._cursor = cursor
         self._items: Sequence[ItemU] = ()  # the held page's items
@@ -213,15 +248,18 @@ class AsyncPager(Generic[PageT, ItemU]):
         Raises:
             RuntimeError: Items of the page held are still to be yielded (the item
                 iteration stopped mid-page); finish them with ``anext`` or a loop first.
+            APIError: As when iterating items; a repeated or misplaced token is
+                raised after the page that carried it has been yielded.
         """
         cursor = self._cursor
         while not cursor.done:
             _check_no_items_left(self._items, self._next)
             call = cursor.call()
-            page = await self._fetch(call)
-            cursor.advance(call, page.next_pagination_token)
+            page, problem = await self._fetch(call)
+            cursor.advance(call, page.next_pagination_token, problem)
             self._items, self._next = (), 0
             yield page
+        cursor.raise_pending()
 
     def __aiter__(self) -> Self:
         return self
@@ -231,10 +269,11 @@ class AsyncPager(Generic[PageT, ItemU]):
             cursor = self._cursor
             if cursor.done:
                 self._items, self._next = (), 0
+                cursor.raise_pending()
                 raise StopAsyncIteration
             call = cursor.call()
-            page = await self._fetch(call)
-            cursor.advance(call, page.next_pagination_token)
+            page, problem = await self._fetch(call)
+            cursor.advance(call, page.next_pagination_token, problem)
             self._items, self._next = page.items, 0
         item = self._items[self._next]
         self._next += 1

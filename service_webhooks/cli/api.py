@@ -152,14 +152,24 @@ def _emit(
     table: Callable[[list[Any]], Rows],
 ) -> None:
     """Print the resources of ``pages``: with ``recorder`` (``--json``), each as the
-    service sent it in the array ``field`` of the page's body; else as a table."""
+    service sent it in the array ``field`` of the page's body; else as a table.
+
+    When a page fails, what was fetched before it is still printed (JSON lines as they
+    come; the table of the rows fetched), then the error goes on (exit status 1)."""
     if recorder is not None:
         for page in pages:  # the recorder holds this page's response until the next
             for line in json_lines(page.items, recorder.response, field):
                 click.echo(line)
         return
-    columns, rows = table([item for page in pages for item in page.items])
-    print_table(console(), columns, rows)
+    items: list[Any] = []
+    try:
+        for page in pages:
+            items.extend(page.items)
+    except Exception:
+        if items:
+            print_table(console(), *table(items))
+        raise
+    print_table(console(), *table(items))
 
 
 def _completer(known: type[OperationState] | type[OperationType]) -> Any:

@@ -173,11 +173,16 @@ TABLE_COLUMNS = ("ID", "RECEIVED (UTC)", "ORG", "EVENT", "STATUS", "REASON", "SE
 
 def table_row(record: ReceivedDelivery) -> list[str]:
     """One record's cells under :data:`TABLE_COLUMNS`: the whole ID (its first digits
-    are the time), ``EVENT vN`` (``-`` without a version), the last replay's reason."""
+    are the time), ``EVENT vN`` (``-`` without a version), the last replay's reason.
+
+    The organization ID and the event name are cut to :data:`CELL_CHARS` characters
+    (:func:`clip`, as in the dashboard's list), before their control characters are
+    escaped: an ``eventName`` may fill a 1 MiB body. ``--json`` and ``show`` give
+    all of it."""
     return [
         record.id,
         f"{record.received_at:%Y-%m-%d %H:%M:%S}",
-        _cell(record.organization_id),
+        _cell(clip(record.organization_id)),
         f"{_event(record)} v{record.version}" if record.version else "-",
         str(record.status),
         _cell(record.reason),
@@ -194,7 +199,8 @@ def _cell(text: str) -> str:
 
 
 def _event(record: ReceivedDelivery) -> str:
-    return _cell(record.event_name) if record.event_name else "-"
+    """The event name for a line: cut (:func:`clip`), then escaped; ``-`` if none."""
+    return _cell(clip(record.event_name)) if record.event_name else "-"
 
 
 def table_lines(records: Iterable[ReceivedDelivery]) -> list[str]:
@@ -256,8 +262,9 @@ def record_json(record: ReceivedDelivery, *, full: bool = False) -> dict[str, An
 
 
 CELL_CHARS = 120
-"""Characters of an event name or organization ID that a table cell of the dashboard
-shows (:func:`clip`); a delivery's page shows all of it."""
+"""Characters of an event name or organization ID that a table cell shows, in the
+dashboard and in ``list``'s table (:func:`clip`); a delivery's page, ``show`` and
+``--json`` give all of it."""
 
 
 def clip(text: str) -> str:
@@ -363,10 +370,11 @@ def _json_escape(char: str) -> str:
 
 
 def replay_line(record: ReceivedDelivery, outcome: Outcome) -> str:
-    """``ID  EVENT  REASON -> STATUS REASON`` (tabs): a record and its replay's answer."""
+    """``ID  EVENT  REASON -> STATUS REASON`` (tabs): a record and its replay's answer,
+    texts escaped as in the table (a receiver's own error may name any reason)."""
     return (
         f"{record.id}\t{_event(record)}\t{_cell(record.reason)} -> "
-        f"{outcome.status} {outcome.reason}"
+        f"{outcome.status} {_cell(outcome.reason)}"
     )
 
 
@@ -412,7 +420,8 @@ def show_lines(record: ReceivedDelivery) -> list[str]:
     ]
     for replay in record.replays:
         forced = " (forced)" if replay.forced else ""
-        lines.append(f"replay: {replay.at.isoformat()} {replay.status} {replay.reason}{forced}")
+        reason = printable(replay.reason)
+        lines.append(f"replay: {replay.at.isoformat()} {replay.status} {reason}{forced}")
     if record.traceback:
         lines += ["traceback:", _printable_lines(record.traceback.rstrip())]
     payload, _ = pretty_body(record.body)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 from rich.console import Console
@@ -289,3 +290,44 @@ def test_an_api_error_text_cannot_forge_a_line_on_stderr(fake: FakeAPI) -> None:
     assert result.stderr.splitlines() == [
         "Error: 409 Conflict: no\\nError: forged\\x1b]0;t\\x07 (POST /operations/v1/op-0000/cancel)"
     ]
+
+
+def _failing_third_request(fake: FakeAPI) -> httpx.MockTransport:
+    """The fake's transport, but the third request is answered 404."""
+    inner = fake.sync_transport()
+    count = 0
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        nonlocal count
+        count += 1
+        if count == 3:
+            return httpx.Response(404, json={"message": "gone"})
+        return inner.handle_request(request)
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_all_shows_the_rows_fetched_before_a_page_failed(fake: FakeAPI, as_json: bool) -> None:
+    """The table of ``--all`` was printed after the last page only: a failing page lost
+    the rows of every page before it (JSON lines were printed as they came)."""
+    obj: dict[str, Any] = {"api_transport": _failing_third_request(fake)}
+    args = ["api", "operations", "--all", "--limit", "5", *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(main, args, env=ENV, obj=obj)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == ["Error: 404 Not Found: gone (GET /operations/v1)"]
+    expected = [op["id"] for op in fake.operations[:10]]
+    if as_json:
+        assert [row["id"] for row in lines(result)] == expected
+    else:
+        header, *rows = result.stdout.splitlines()
+        assert header.split("\t")[0] == "id"
+        assert [row.split("\t")[0] for row in rows] == expected
+
+
+def test_all_shows_every_page_up_to_a_repeated_token_then_fails(fake: FakeAPI) -> None:
+    fake.repeat_tokens = True
+    result = run(fake, "privacy-history", "--all", "--limit", "5")
+    assert result.exit_code == 1
+    assert len(result.stdout.splitlines()) == 1 + 10  # the header, then both pages
+    assert "repeated pagination token" in result.stderr

@@ -310,10 +310,13 @@ def test_cursor_refuses_a_repeated_token_including_the_first() -> None:
     call = cursor.call()
     assert ("paginationToken", "start") in call.params
     cursor.advance(call, "t2")
-    with pytest.raises(PaginationError) as caught:
-        cursor.advance(cursor.call(), "start")
-    assert caught.value.token == "start"
+    cursor.raise_pending()  # nothing pending
+    cursor.advance(cursor.call(), "start")  # the page is kept: its items come first
     assert cursor.done
+    with pytest.raises(PaginationError) as caught:
+        cursor.raise_pending()
+    assert caught.value.token == "start"
+    cursor.raise_pending()  # raised once
 
 
 @pytest.mark.parametrize("last", ["", None])

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from service_webhooks.api import NotFoundError, PaginationError
+from service_webhooks.api import APIResponseError, NotFoundError, PaginationError
 from service_webhooks.testing.fake_api import Fault
 
 if TYPE_CHECKING:
     from conftest import Api
 
 OPERATIONS = "/operations/v1"
+HISTORY = "/settings/recording/v1/privacy/history"
 
 
 def _history_stamps(api: Api) -> list[datetime]:
@@ -153,12 +154,93 @@ async def test_an_error_mid_iteration_then_iterating_again_asks_for_the_same_pag
     assert _ids(rest) == _operation_ids(api)[5:]
 
 
-async def test_a_repeated_token_ends_the_iteration_for_good(api: Api) -> None:
+async def test_a_repeated_token_ends_the_iteration_for_good_after_its_page(api: Api) -> None:
+    """The page that repeats a token is yielded, then the error: its items were lost."""
     api.fake.repeat_tokens = True
     pager = api.iter_operations(limit=5)
-    head = await api.take(pager, 5)
-    with pytest.raises(PaginationError):
+    head = await api.take(pager, 10)  # page 2 hands back page 1's token
+    assert _ids(head) == _operation_ids(api)[:10]
+    with pytest.raises(PaginationError) as caught:
         await api.next_or_stop(pager)
+    assert caught.value.token == dict(api.fake.requests[1].params)["paginationToken"]
     assert await api.next_or_stop(pager) is api.stop
-    assert _ids(head) == _operation_ids(api)[:5]
     assert len(api.fake.requests) == 2
+
+
+async def test_pages_yield_the_page_with_a_repeated_token_then_raise(api: Api) -> None:
+    api.fake.repeat_tokens = True
+    pager = api.iter_history(limit=5)
+    seen: list[Any] = []
+    with pytest.raises(PaginationError):
+        await api.pages(pager, on_page=lambda _, page: seen.append(page))
+    assert _stamps([v for page in seen for v in page.versions]) == _history_stamps(api)[:10]
+    assert await api.pages(pager) == []  # ended for good
+    assert len(api.fake.requests) == 2
+
+
+_OPERATION = (
+    b'{"id": "op-x", "type": "DELETE_USER", "state": "PENDING",'
+    b' "createdAt": "2024-01-01T00:00:00Z"}'
+)
+MISPLACED = [
+    pytest.param(
+        HISTORY,
+        b'{"versions": [{}, {}], "nextPaginationToken": "p2"}',
+        ("nextPaginationToken", "next_pagination_token"),
+        id="history-camelCase",
+    ),
+    pytest.param(
+        OPERATIONS,
+        b'{"operations": [%s, %s], "next_pagination_token": "p2", "nextPaginationToken": ""}'
+        % (_OPERATION, _OPERATION),
+        ("next_pagination_token", "nextPaginationToken"),
+        id="operations-snake_case",
+    ),
+]
+
+
+def _iter(api: Api, path: str) -> Any:
+    return api.iter_history() if path == HISTORY else api.iter_operations()
+
+
+@pytest.mark.parametrize(("path", "body", "names"), MISPLACED)
+async def test_a_token_under_the_other_listings_name_is_not_the_last_page(
+    api: Api, path: str, body: bytes, names: tuple[str, str]
+) -> None:
+    """Taken as the last page, it ended the iteration silently: later pages were lost.
+    The page's items come first, then a clear error naming both fields and the token."""
+    api.fake.inject(Fault(status=200, body=body, path=path))
+    pager = _iter(api, path)
+    assert len(await api.take(pager, 2)) == 2
+    with pytest.raises(APIResponseError) as caught:
+        await api.next_or_stop(pager)
+    found, documented = names
+    assert f"under {found} ('p2') instead of {documented}" in str(caught.value)
+    assert caught.value.path == path
+    assert await api.next_or_stop(pager) is api.stop
+    assert len(api.fake.requests) == 1
+
+
+@pytest.mark.parametrize(("path", "body", "names"), MISPLACED)
+async def test_one_page_with_a_token_under_the_other_name_is_an_error(
+    api: Api, path: str, body: bytes, names: tuple[str, str]
+) -> None:
+    api.fake.inject(Fault(status=200, body=body, path=path))
+    one_page = api.history() if path == HISTORY else api.list_operations()
+    with pytest.raises(APIResponseError, match=f"under {names[0]} "):
+        await one_page
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (HISTORY, b'{"versions": [{}], "nextPaginationToken": ""}'),
+        (HISTORY, b'{"versions": [{}], "next_pagination_token": "", "nextPaginationToken": null}'),
+        (OPERATIONS, b'{"operations": [%s], "next_pagination_token": ""}' % _OPERATION),
+    ],
+)
+async def test_an_empty_token_under_the_other_name_still_ends_the_iteration(
+    api: Api, path: str, body: bytes
+) -> None:
+    api.fake.inject(Fault(status=200, body=body, path=path))
+    assert len(await api.items(_iter(api, path))) == 1

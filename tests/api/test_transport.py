@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -196,6 +199,7 @@ async def test_clients_close_their_pool() -> None:
         {"transport": httpx.ASGITransport(app=FakeAPI())},  # an async transport
         {"transport": object()},
         {"sleep": None},
+        {"sleep": asyncio.sleep},  # a coroutine never awaited: no wait at all
         {"jitter": 0.5},
     ],
 )
@@ -209,10 +213,36 @@ def test_wrong_io_arguments_are_refused_when_the_sync_client_is_made(
 
 @pytest.mark.parametrize(
     "options",
-    [{"transport": httpx.HTTPTransport()}, {"sleep": None}, {"jitter": "0.5"}],
+    [
+        {"transport": httpx.HTTPTransport()},
+        {"sleep": None},
+        {"sleep": time.sleep},  # would block the event loop for the whole delay
+        {"sleep": lambda seconds: None},
+        {"jitter": "0.5"},
+    ],
 )
 def test_wrong_io_arguments_are_refused_when_the_async_client_is_made(
     options: dict[str, Any],
 ) -> None:
     with pytest.raises(ConfigurationError):
         AsyncClient("k", base_url="http://api.invalid", **options)
+
+
+def test_a_blocking_sleep_is_refused_by_the_async_client_with_the_reason() -> None:
+    with pytest.raises(ConfigurationError, match=r"coroutine function .* event loop"):
+        AsyncClient("k", base_url="http://api.invalid", sleep=time.sleep)
+
+
+class _AsyncSleeper:
+    async def __call__(self, seconds: float) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    "sleep",
+    [asyncio.sleep, functools.partial(asyncio.sleep), _AsyncSleeper()],
+    ids=["function", "partial", "async-call"],
+)
+async def test_the_async_client_takes_any_coroutine_function_as_sleep(sleep: Any) -> None:
+    async with AsyncClient("k", base_url="http://api.invalid", sleep=sleep):
+        pass

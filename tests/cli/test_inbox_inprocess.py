@@ -16,7 +16,6 @@ import base64
 import contextlib
 import importlib
 import json
-import os
 import re
 import socket
 import sqlite3
@@ -34,6 +33,7 @@ from click.testing import CliRunner, Result
 
 from service_webhooks import WebhookReceiver, sign
 from service_webhooks.cli import main
+from service_webhooks.inbox.commands import CELL_CHARS
 
 SECRET = "whsec-inbox-inprocess"
 ORG = "o-INBOXIN-eu1"
@@ -243,6 +243,18 @@ def test_control_characters_of_a_delivery_never_reach_the_terminal(box: Box) -> 
     assert "\x9b" not in as_json  # JSON leaves C1 controls raw: escaped as \u009b
     assert json.loads(as_json)["eventName"] == name  # JSON keeps the exact value
     assert json.loads(as_json)["payload"]["data"]["text"] == "\x1b[31mred\x9b"
+
+
+def test_piped_list_cuts_a_long_event_name_as_the_terminal_does(box: Box) -> None:
+    """Piped, every cell was printed whole (a 1 MiB event name, a 1 MiB line) while a
+    terminal's table showed its start; ``--json`` keeps the whole value."""
+    name = "note." + "x" * 300_000
+    body = json.dumps({"eventName": name, "version": 1, "data": {}}).encode()
+    receiver = WebhookReceiver(SECRET, store=box.store)
+    assert receiver.process(body, sign(body, SECRET, ORG)).reason == "unhandled"
+    newest = run("list", "--store", box.store).stdout.splitlines()[1].split("\t")
+    assert newest[3] == name[: CELL_CHARS - 1] + "\u2026 v1"
+    assert listed(box)[0]["eventName"] == name
 
 
 def test_an_inbox_that_cannot_be_opened_is_an_error_without_the_password() -> None:
@@ -657,9 +669,6 @@ def test_replay_by_status_reads_every_page_of_the_selection(
 
 # --- a database without the inbox's table (another application's) -------------------
 
-POSTGRES_URL = os.environ.get(
-    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 READS = [["list"], ["list", "--json"], ["show", "0123"], ["prune", "--all"]]
 
 
@@ -727,18 +736,14 @@ def test_serve_over_a_sqlite_file_without_the_inbox_table_waits_for_a_receiver(
 
 
 def test_reading_a_postgresql_database_without_the_inbox_table_leaves_it_without(
-    unavailable: Any, served: list[tuple[Any, dict[str, Any]]]
+    postgres_url: str, served: list[tuple[Any, dict[str, Any]]]
 ) -> None:
     psycopg = pytest.importorskip("psycopg")
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        unavailable(f"PostgreSQL at {POSTGRES_URL}", type(error).__name__)
     table = f"sw_cli_absent_{uuid.uuid4().hex[:12]}"
-    store = f"{POSTGRES_URL}?inbox_table={table}"
+    store = f"{postgres_url}?inbox_table={table}"
 
     def exists() -> bool:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
             row = connection.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()
             return bool(row[0])
 
@@ -762,5 +767,5 @@ def test_reading_a_postgresql_database_without_the_inbox_table_leaves_it_without
         assert exists()
         assert run("list", "--store", store, "--json").stdout == ""
     finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
             connection.execute(f"DROP TABLE IF EXISTS {table}")

@@ -36,7 +36,6 @@ from .conftest import (
 
 pytestmark = pytest.mark.e2e
 
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 CLI = str(Path(sys.executable).parent / "service-webhooks")
 
 
@@ -71,17 +70,11 @@ def _postgres_server(
     request: pytest.FixtureRequest, port: int, flag: Path
 ) -> tuple[str, WebhookReceiver]:
     """A FastAPI app (webhooks + the dashboard mounted) under uvicorn, inbox on PostgreSQL."""
-    psycopg = pytest.importorskip("psycopg")
     from service_webhooks.inbox import PostgresInbox
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        request.getfixturevalue("unavailable")(
-            f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
-        )
+    url: str = request.getfixturevalue("postgres_url")
     table = f"service_webhooks_dash_{uuid.uuid4().hex[:12]}"
-    inbox = PostgresInbox(POSTGRES_URL, table=table)
+    inbox = PostgresInbox(url, table=table)
     inbox.create_schema()
 
     def clean() -> None:
@@ -89,7 +82,7 @@ def _postgres_server(
         inbox.close()
 
     request.addfinalizer(clean)
-    env = receiver_env("memory", f"{POSTGRES_URL}?inbox_table={table}", flag)
+    env = receiver_env("memory", f"{url}?inbox_table={table}", flag)
     command = [
         sys.executable, "-m", "uvicorn", "dash_receiver:app", "--host", "127.0.0.1",
         "--port", str(port), "--log-level", "warning",

@@ -22,7 +22,6 @@ from service_webhooks.inbox import Inbox, SQLiteInbox
 from .conftest import ORG, PASSWORD, SECRET, USER, deliver, envelope
 
 AUTH = (USER, PASSWORD)
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 LONE_SURROGATE = b'{"eventName": "note.created", "version": 1, "data": "a \\ud800 b"}'
 
 
@@ -74,16 +73,10 @@ def any_inbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Inbox]
     if request.param == "sqlite":
         inbox: Any = SQLiteInbox(tmp_path / "inbox.sqlite3")
     else:
-        psycopg = pytest.importorskip("psycopg")
         from service_webhooks.inbox import PostgresInbox
 
-        try:
-            psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-        except psycopg.Error as error:
-            request.getfixturevalue("unavailable")(
-                f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
-            )
-        inbox = PostgresInbox(POSTGRES_URL, table=f"sw_dash_edges_{uuid.uuid4().hex[:12]}")
+        url: str = request.getfixturevalue("postgres_url")
+        inbox = PostgresInbox(url, table=f"sw_dash_edges_{uuid.uuid4().hex[:12]}")
         inbox.create_schema()
     deliver(WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox), envelope("n-1"))
     yield inbox

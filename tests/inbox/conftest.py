@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sw_services import POSTGRES_URL
 
 from service_webhooks.inbox import Inbox, MemoryInbox, SQLiteInbox
-
-POSTGRES_URL = os.environ.get(
-    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 @pytest.fixture
@@ -39,16 +35,10 @@ def _sqlite(request: pytest.FixtureRequest, **options: Any) -> Inbox:
 
 
 def _postgres(request: pytest.FixtureRequest, **options: Any) -> Inbox:
-    import psycopg
 
     from service_webhooks.inbox import PostgresInbox
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        request.getfixturevalue("unavailable")(
-            f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
-        )
+    request.getfixturevalue("postgres_url")
     table = f"service_webhooks_inbox_test_{uuid.uuid4().hex[:16]}"
     inbox = PostgresInbox(POSTGRES_URL, table=table, max_size=4, **options)
     inbox.create_schema()

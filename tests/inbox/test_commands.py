@@ -10,13 +10,17 @@ import json
 import msgspec
 import pytest
 
-from service_webhooks.inbox import ReceivedDelivery
+from service_webhooks import Outcome
+from service_webhooks.inbox import ReceivedDelivery, Replay
 from service_webhooks.inbox.commands import (
+    CELL_CHARS,
     dry_run_line,
     json_line,
+    replay_line,
     selection,
     show_lines,
     table_lines,
+    table_row,
 )
 
 
@@ -86,3 +90,59 @@ def test_a_json_line_never_drives_the_terminal() -> None:
     assert "\\u009b2J" in json_line(record)
     readable = msgspec.structs.replace(record, event_name="note.créée ü")
     assert '"eventName": "note.créée ü"' in json_line(readable)  # printable: kept as is
+
+
+HOSTILE_REASON = "done\n4 replayed, 0 not successful\x1b[2J\x9b"
+
+
+def _record(**fields: object) -> ReceivedDelivery:
+    values: dict[str, object] = {
+        "id": "0" * 32,
+        "received_at": datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC),
+        "organization_id": "o-1",
+        "event_name": "note.created",
+        "version": 1,
+        "idempotency_key": "k",
+        "body": b"{}",
+        "content_type": None,
+        "user_agent": None,
+        "status": 500,
+        "reason": "handler_failed",
+    }
+    values.update(fields)
+    return ReceivedDelivery(**values)  # type: ignore[arg-type]
+
+
+def test_a_replay_line_escapes_the_replays_reason() -> None:
+    """The replay's reason (a receiver's own error class may name any) was printed raw:
+    a line break forged a line, an escape drove the terminal."""
+    line = replay_line(_record(), Outcome(500, HOSTILE_REASON))
+    assert all(cell.isprintable() for cell in line.split("\t"))  # as a table cell
+    assert line.endswith("-> 500 done 4 replayed, 0 not successful\\x1b[2J\\x9b")
+
+
+def test_shows_replay_lines_escape_the_replays_reason() -> None:
+    at = datetime.datetime(2026, 1, 3, tzinfo=datetime.UTC)
+    record = _record(replays=(Replay(at=at, status=500, reason=HOSTILE_REASON),))
+    lines = show_lines(record)
+    assert f"replay: {at.isoformat()} 500 done\\n4 replayed, 0 not successful\\x1b[2J\\x9b" in lines
+    assert all(line.isprintable() for line in lines if line.startswith("replay:"))
+
+
+def test_list_cells_show_the_first_characters_of_a_long_event_or_organization() -> None:
+    """Piped, a 1 MiB event name made a 1 MiB line: cut as on a terminal and in the
+    dashboard. ``--json`` keeps the whole value."""
+    record = _record(event_name="e" * 1_000_000, organization_id="o" * 5000)
+    row = table_row(record)
+    assert row[2] == "o" * (CELL_CHARS - 1) + "\u2026"
+    assert row[3] == "e" * (CELL_CHARS - 1) + "\u2026 v1"
+    _, line = table_lines([record])
+    assert len(line) < 2 * CELL_CHARS + 100
+    assert json.loads(json_line(record))["eventName"] == "e" * 1_000_000
+
+
+def test_a_cell_is_cut_before_its_control_characters_are_escaped() -> None:
+    """Cut after escaping, a ``\\x1b`` could lose its last digits."""
+    record = _record(event_name="\x1b" * 500)
+    cell = table_row(record)[3]
+    assert cell == "\\x1b" * (CELL_CHARS - 1) + "\u2026 v1"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sqlite3
 import time
 import uuid
@@ -20,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sw_services import POSTGRES_URL
 
 from service_webhooks import Event, MemoryStore, SQLiteStore, WebhookReceiver, sign
 from service_webhooks.inbox import MemoryInbox, SQLiteInbox
 
-POSTGRES_URL = os.environ.get(
-    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 SECRET = "whsec-joined"
 ORG = "o-JOINED"
 
@@ -274,17 +271,11 @@ def test_a_replay_adds_to_its_delivery_not_a_new_record(
 
 
 @pytest.fixture
-def postgres_pair(
-    request: pytest.FixtureRequest, unavailable: Callable[[str, str], None]
-) -> Iterator[tuple[Any, Any, str]]:
+def postgres_pair(postgres_url: str) -> Iterator[tuple[Any, Any, str]]:
     psycopg = pytest.importorskip("psycopg")
     from service_webhooks.inbox import PostgresInbox
     from service_webhooks.stores import PostgresStore
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        unavailable(f"PostgreSQL at {POSTGRES_URL}", type(error).__name__)
     suffix = uuid.uuid4().hex[:12]
     store = PostgresStore(POSTGRES_URL, table=f"sw_joined_store_{suffix}", max_size=2)
     inbox = PostgresInbox(POSTGRES_URL, table=f"sw_joined_inbox_{suffix}", max_size=2)

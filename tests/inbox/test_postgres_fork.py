@@ -7,28 +7,21 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sw_forking import beside_a_child
 
-from .conftest import POSTGRES_URL
-
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
 @pytest.fixture
-def inbox(unavailable: Callable[[str, str], None]) -> Iterator[Any]:
-    psycopg = pytest.importorskip("psycopg")
+def inbox(postgres_url: str) -> Iterator[Any]:
     from service_webhooks.inbox import PostgresInbox
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        unavailable(f"PostgreSQL at {POSTGRES_URL}", type(error).__name__)
     made = PostgresInbox(
-        POSTGRES_URL, table=f"sw_fork_inbox_{uuid.uuid4().hex[:12]}", max_size=2, timeout=2
+        postgres_url, table=f"sw_fork_inbox_{uuid.uuid4().hex[:12]}", max_size=2, timeout=2
     )
     made.create_schema()
     yield made

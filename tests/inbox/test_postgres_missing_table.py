@@ -10,14 +10,12 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from service_webhooks import ConfigurationError, MemoryStore, WebhookReceiver, sign
-
-from .conftest import POSTGRES_URL
 
 SECRET = "whsec-missing-inbox-table"
 ORG = "o-MISSING"
@@ -31,15 +29,10 @@ BODY = json.dumps(
 
 
 @pytest.fixture
-def uncreated(unavailable: Callable[[str, str], None]) -> Iterator[Any]:
-    psycopg = pytest.importorskip("psycopg")
+def uncreated(postgres_url: str) -> Iterator[Any]:
     from service_webhooks.inbox import PostgresInbox
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        unavailable(f"PostgreSQL at {POSTGRES_URL}", type(error).__name__)
-    inbox = PostgresInbox(POSTGRES_URL, table=f"sw_never_made_{uuid.uuid4().hex[:12]}")
+    inbox = PostgresInbox(postgres_url, table=f"sw_never_made_{uuid.uuid4().hex[:12]}")
     yield inbox
     assert not inbox.has_table()  # nothing here creates it behind the user's back
     inbox.close()

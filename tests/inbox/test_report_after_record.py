@@ -82,6 +82,7 @@ def test_an_answer_changed_by_a_failed_record_is_the_one_reported(
 
     assert deliver() == (200, "processed")
     inbox.down = True
+    caplog.clear()  # the first delivery's line, when an earlier test left INFO enabled
     with caplog.at_level(logging.INFO, "service_webhooks"):
         assert deliver() == (503, "store_unavailable")  # a duplicate, but not recorded
     assert reported == [

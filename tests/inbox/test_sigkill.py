@@ -19,8 +19,6 @@ import pytest
 from service_webhooks import SIGNATURE_HEADER, sign
 from service_webhooks.inbox import Inbox
 
-from .conftest import POSTGRES_URL
-
 pytestmark = pytest.mark.e2e
 
 SECRET = "whsec-sigkill-0123456789abcdef"
@@ -54,17 +52,11 @@ def _sqlite(request: pytest.FixtureRequest) -> tuple[str, str, Callable[[], Inbo
 
 
 def _postgres(request: pytest.FixtureRequest) -> tuple[str, str, Callable[[], Inbox]]:
-    psycopg = pytest.importorskip("psycopg")
     from service_webhooks.inbox import PostgresInbox
 
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        request.getfixturevalue("unavailable")(
-            f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
-        )
+    url: str = request.getfixturevalue("postgres_url")
     table = f"service_webhooks_kill_{uuid.uuid4().hex[:12]}"
-    inbox = PostgresInbox(POSTGRES_URL, table=table)
+    inbox = PostgresInbox(url, table=table)
     inbox.create_schema()
 
     def clean() -> None:
@@ -72,7 +64,7 @@ def _postgres(request: pytest.FixtureRequest) -> tuple[str, str, Callable[[], In
         inbox.close()
 
     request.addfinalizer(clean)
-    return "memory", f"{POSTGRES_URL}?inbox_table={table}", lambda: inbox
+    return "memory", f"{url}?inbox_table={table}", lambda: inbox
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

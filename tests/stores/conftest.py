@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from sw_services import POSTGRES_URL
 
 from service_webhooks.stores import IdempotencyStore, MemoryStore, SQLiteStore
 
@@ -39,9 +40,6 @@ def _sqlite(request: pytest.FixtureRequest) -> IdempotencyStore:
 
 
 REDIS_URL = os.environ.get("SERVICE_WEBHOOKS_TEST_REDIS", "redis://127.0.0.1:6379/0")
-POSTGRES_URL = os.environ.get(
-    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 @pytest.fixture
@@ -85,14 +83,7 @@ def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
 
 def require_postgres(request: pytest.FixtureRequest) -> None:
     """Skip (or fail, when services are required) unless PostgreSQL answers."""
-    import psycopg
-
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-    except psycopg.Error as error:
-        request.getfixturevalue("unavailable")(
-            f"PostgreSQL at {POSTGRES_URL}", type(error).__name__
-        )
+    request.getfixturevalue("postgres_url")
 
 
 def _postgres(request: pytest.FixtureRequest) -> IdempotencyStore:
