@@ -12,11 +12,12 @@ import asyncio
 import hashlib
 import itertools
 import logging
+import os
 import re
 import secrets as _random
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ._background import ain_background, in_background
@@ -158,30 +159,51 @@ _SHA256 = hashlib.sha256()  # fed nothing, ever: copied per key
 
 
 OVERLAP_FROM = 131_072
-"""Body size in bytes from which the default key is hashed on a worker thread while the
-signature's HMAC runs on the caller's: both release the GIL over large buffers, so on
-two cores a 1 MiB delivery pays for about one hash instead of two (measured: 1.75 ms ->
-0.95 ms; below about 64 KiB the thread hand-off costs more than it saves). The same
-thread also tells whether the body is ASCII (the envelope's UTF-8 check): that scan
-holds the GIL, but the caller's HMAC does not need it meanwhile."""
+"""Body size in bytes from which the default key is hashed on a worker thread (when that
+thread is idle: see :class:`OverlappedKey`) while the signature's HMAC runs on the
+caller's: both release the GIL over large buffers, so on two cores a 1 MiB delivery pays
+for about one hash instead of two (measured: 1.75 ms -> 0.95 ms; below about 64 KiB the
+thread hand-off costs more than it saves). The same thread also tells whether the body
+is ASCII (the envelope's UTF-8 check): that scan holds the GIL, but the caller's HMAC
+does not need it meanwhile."""
 
 _hasher: ThreadPoolExecutor | None = None
 _hasher_lock = threading.Lock()
+_hasher_idle = threading.Semaphore(1)  # taken while a body is queued or hashed there
 
 
 class OverlappedKey:
     """:func:`default_idempotency_key` and ``body.isascii()`` under way on the hashing
-    thread, for a body of at least :data:`OVERLAP_FROM` bytes; each method waits."""
+    thread, for a body of at least :data:`OVERLAP_FROM` bytes; each method waits.
+
+    Made by :meth:`start`, which hands the thread one body at a time: it is started
+    before the signature is checked, so a flood of large forged bodies (401) would
+    otherwise queue work, and hold each body, faster than the one thread hashes them,
+    and a real delivery's key would wait behind all of them.
+    """
 
     __slots__ = ("_future",)
 
-    def __init__(self, organization_id: str, body: bytes) -> None:
+    def __init__(self, future: Future[tuple[str, bool]]) -> None:
+        self._future = future
+
+    @classmethod
+    def start(cls, organization_id: str, body: bytes) -> OverlappedKey | None:
+        """Hash ``body`` on the hashing thread (started on first use); ``None`` when
+        that thread is still busy with another body (or the interpreter is shutting
+        down): the caller then hashes it itself, after the signature check."""
         global _hasher
-        if _hasher is None:
-            with _hasher_lock:
-                if _hasher is None:
-                    _hasher = ThreadPoolExecutor(1, thread_name_prefix="service-webhooks-key")
-        self._future = _hasher.submit(_key_and_ascii, organization_id, body)
+        if not _hasher_idle.acquire(blocking=False):
+            return None
+        try:
+            if _hasher is None:
+                with _hasher_lock:
+                    if _hasher is None:
+                        _hasher = ThreadPoolExecutor(1, thread_name_prefix="service-webhooks-key")
+            return cls(_hasher.submit(_key_and_ascii, organization_id, body))
+        except RuntimeError:  # cannot schedule new futures after interpreter shutdown
+            _hasher_idle.release()
+            return None
 
     def key(self) -> str:
         """The default idempotency key (64 hex digits)."""
@@ -192,8 +214,22 @@ class OverlappedKey:
         return self._future.result()[1]
 
 
+def _forget_hasher_after_fork() -> None:
+    """A child process has none of its parent's threads: an executor inherited from
+    the parent would queue the child's bodies for a thread that does not exist there,
+    and their keys would never come."""
+    global _hasher, _hasher_lock, _hasher_idle
+    _hasher, _hasher_lock, _hasher_idle = None, threading.Lock(), threading.Semaphore(1)
+
+
+os.register_at_fork(after_in_child=_forget_hasher_after_fork)
+
+
 def _key_and_ascii(organization_id: str, body: bytes) -> tuple[str, bool]:
-    return default_idempotency_key(organization_id, body), body.isascii()
+    try:
+        return default_idempotency_key(organization_id, body), body.isascii()
+    finally:
+        _hasher_idle.release()  # the next large body may be handed over
 
 
 _STORE_METHODS = ("claim", "complete", "release", "aclaim", "acomplete", "arelease")

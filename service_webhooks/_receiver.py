@@ -841,7 +841,7 @@ class WebhookReceiver:
             raise UnknownOrganizationError("no secret is configured for this organization")
         overlapped = None  # a large body's key is hashed beside the HMAC, on another core
         if self._key_function is None and len(body) >= OVERLAP_FROM:
-            overlapped = OverlappedKey(header.organization_id, body)
+            overlapped = OverlappedKey.start(header.organization_id, body)
         check(body, header, secrets, self.tolerance, now)
         organization_id = header.organization_id
         is_ascii = body.isascii if overlapped is None else overlapped.is_ascii

@@ -551,6 +551,72 @@ def test_a_large_body_gets_the_same_default_key(
     assert forged.status == 401  # the key computed beside a failing HMAC is dropped
 
 
+def _large_body(note_id: str) -> bytes:
+    from service_webhooks._idempotency import OVERLAP_FROM
+
+    data = {"id": note_id, "author": "a@example.com", "text": "x" * OVERLAP_FROM}
+    return json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+
+
+def test_forged_large_bodies_queue_nothing_behind_a_busy_hashing_thread(
+    receiver: WebhookReceiver, signed: Signed, drive: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key of a large body is hashed on one thread, started before the signature
+    is checked: while that thread is busy, further bodies are hashed by their caller
+    (only once verified), so a flood of forged ones holds no queue of bodies there, and
+    a real delivery's key does not wait behind them."""
+    from service_webhooks import _idempotency
+
+    hashed = _idempotency._key_and_ascii
+    gate, done = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def held(organization_id: str, body: bytes) -> tuple[str, bool]:
+        calls.append(organization_id)
+        gate.wait()
+        try:
+            return hashed(organization_id, body)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(_idempotency, "_key_and_ascii", held)
+    keys: list[str] = []
+    receiver.on("note.created", lambda event: keys.append(event.idempotency_key))
+    forged = _large_body("n-forged")
+    header = signed(forged, secret="another-secret")[1]
+    try:
+        statuses = {drive(receiver, forged, header).status for _ in range(50)}
+        real = _large_body("n-real")
+        answer: list[Outcome] = []  # answered while the hashing thread is still held
+        worker = threading.Thread(target=lambda: answer.append(drive(receiver, *signed(real))))
+        worker.start()
+        worker.join(30)  # a guard against a hang, not a measure
+    finally:
+        gate.set()
+    assert statuses == {401}
+    assert [outcome.reason for outcome in answer] == ["processed"]
+    assert keys == [default_idempotency_key(ORG, real)]
+    assert done.wait(30)  # the held body is hashed: the thread is free again
+    again = _idempotency.OverlappedKey.start(ORG, real)
+    assert again is not None
+    assert again.key() == default_idempotency_key(ORG, real)
+    assert len(calls) == 2  # the first forged body, and this last one; not one per body
+
+
+def test_a_forked_child_processes_large_bodies(receiver: WebhookReceiver, signed: Signed) -> None:
+    """A process that forks after hashing a large body on its hashing thread: the
+    child, which has no such thread, still gets its large deliveries' keys."""
+    from sw_forking import beside_a_child
+
+    assert receiver.process(*signed(_large_body("n-before"))).reason == "processed"
+
+    def work() -> tuple[list[str], set[int]]:
+        return [receiver.process(*signed(_large_body("n-after"))).reason], set()
+
+    parent, child = beside_a_child(work)  # the child is killed after 30 s if it hangs
+    assert parent == child == (["processed"], set())
+
+
 @pytest.mark.parametrize(
     ("insert", "reason"),
     [("é".encode(), "processed"), (b"\xc0\xaf", "malformed_envelope")],
