@@ -22,7 +22,7 @@ from typing import Any
 
 from ._background import ain_background, in_background
 from ._exceptions import ConfigurationError, StoreError
-from ._reporting import printable
+from ._reporting import loggable
 from .stores._base import IdempotencyStore
 from .stores._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
 from .stores._url import redact_url, store_from_url
@@ -59,7 +59,7 @@ def describe(error: BaseException) -> str:
     """``Type: message`` of a store failure for a log line: one line, and any URL in
     it without its password (drivers quote their connection string in errors)."""
     message = _URL.sub(lambda match: redact_url(match.group(0)), str(error))
-    return printable(f"{type(error).__name__}: {message}" if message else type(error).__name__)
+    return loggable(f"{type(error).__name__}: {message}" if message else type(error).__name__)
 
 
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)

@@ -98,7 +98,7 @@ from ._recording import (
     open_inbox,
 )
 from ._renewal import Renewer
-from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record, printable
+from ._reporting import KEY_PREFIX_LENGTH, DeliveryTracer, OutcomeObserver, log_record, loggable
 from ._signing import (
     DEFAULT_TOLERANCE,
     SIGNATURE_HEADER,
@@ -804,8 +804,8 @@ class WebhookReceiver:
         except ConfigurationError as error:  # a bug in the callable: 500, and said loudly
             logger.error(
                 "service_webhooks: the secrets lookup for %s returned no valid secret: %s",
-                printable(organization_id),
-                printable(str(error)),
+                loggable(organization_id),
+                loggable(str(error)),
             )
             raise
         except WebhookError:
@@ -816,7 +816,7 @@ class WebhookReceiver:
                 "service_webhooks: the secrets lookup failed: %s (its message is logged at DEBUG)",
                 type(error).__name__,
             )
-            logger.debug("service_webhooks: the secrets lookup failed: %s", printable(str(error)))
+            logger.debug("service_webhooks: the secrets lookup failed: %s", loggable(str(error)))
             raise SecretsUnavailableError("the secrets lookup failed") from error
 
     # -- pure steps ---------------------------------------------------------------
@@ -900,8 +900,8 @@ class WebhookReceiver:
                     logging.WARNING if refused else logging.ERROR,
                     "service_webhooks: %s %s: %s",
                     "refused" if refused else "cannot key",
-                    printable(event.name),
-                    printable(str(error)),
+                    loggable(event.name),
+                    loggable(str(error)),
                 )
                 if cause is not None and self._recorder is not None:  # inbox: its traceback
                     note_error(cause)
@@ -977,15 +977,15 @@ class WebhookReceiver:
             except Exception:
                 logger.exception("service_webhooks: an error hook raised")
         error_type = type(error).__name__
-        name = printable(plan.event.name)
+        name = loggable(plan.event.name)
         if isinstance(error, _CompletionFailed):  # the store failed inside the unit of work
             return self._rejected(error.error, started, plan)
         if isinstance(error, Unprocessable):
-            logger.warning("service_webhooks: handler refused %s: %s", name, printable(str(error)))
+            logger.warning("service_webhooks: handler refused %s: %s", name, loggable(str(error)))
             outcome = outcome_for_error(error)
             return self._answer(plan, outcome, started, handler_time, str(error), error_type)
         if isinstance(error, (RetryLater, StoreError)):  # e.g. a task queue refused it: 503
-            said = printable(str(error))  # RetryLater() says nothing: no dangling ": "
+            said = loggable(str(error))  # RetryLater() says nothing: no dangling ": "
             logger.error(
                 "service_webhooks: %s for %s%s", error.reason, name, f": {said}" if said else ""
             )

@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 __all__ = [
     "KEY_PREFIX_LENGTH",
     "LOG_FIELDS",
+    "LOG_TEXT_CHARS",
     "DeliveryTracer",
     "OutcomeObserver",
     "log_record",
+    "loggable",
     "printable",
 ]
 
@@ -92,8 +94,24 @@ def printable(text: str) -> str:
     )
 
 
+LOG_TEXT_CHARS = 1_000
+"""Characters of one value (an event name, an organization ID, an error message) that a
+log line shows; the rest is counted, not written (:func:`loggable`)."""
+
+
+def loggable(text: str) -> str:
+    """``text`` for a log line: cut to :data:`LOG_TEXT_CHARS` characters, saying how many
+    more there were, then made :func:`printable`. A signed delivery's ``eventName`` may
+    fill its whole 1 MiB body, and a handler's message any size: neither makes a log
+    line longer than a few kilobytes. The inbox and the outcome observers keep the
+    whole value."""
+    if len(text) > LOG_TEXT_CHARS:
+        text = f"{text[:LOG_TEXT_CHARS]}… ({len(text) - LOG_TEXT_CHARS} more characters)"
+    return printable(text)
+
+
 def _field(text: str | None) -> str | None:
-    return None if text is None else printable(text)
+    return None if text is None else loggable(text)
 
 
 def log_record(record: DeliveryRecord) -> None:
@@ -116,7 +134,7 @@ def log_record(record: DeliveryRecord) -> None:
         key_prefix or "-",
         duration_ms,
         "" if handler_ms is None else f" (handlers {handler_ms:.2f} ms)",
-        f": {printable(record.detail)}" if record.detail else "",
+        f": {loggable(record.detail)}" if record.detail else "",
         extra={
             "webhook_status": outcome.status,
             "webhook_reason": outcome.reason,

@@ -85,6 +85,46 @@ def test_handler_failure_lines_show_the_escape(
         assert shown in record.getMessage()
 
 
+@pytest.mark.parametrize("failure", ["none", "crash", "refuse", "retry"])
+def test_a_huge_event_name_or_message_makes_no_huge_log_line(
+    failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A signed ``eventName`` may fill the whole 1 MiB body and a handler's message may be
+    any size: each value is cut to LOG_TEXT_CHARS in the log lines (the count of the rest
+    is written), while the outcome observers still get the whole detail."""
+    from service_webhooks import RetryLater
+    from service_webhooks._reporting import LOG_TEXT_CHARS
+
+    name = "n" * 300_000
+    message = "m" * 500_000
+    receiver = WebhookReceiver(SECRET, store=MemoryStore())
+    details: list[str] = []
+    receiver.on_outcome(lambda record: details.append(record.detail))
+    if failure != "none":
+
+        @receiver.on(name)
+        def handler(event: Event[Any]) -> None:
+            if failure == "refuse":
+                raise Unprocessable(message)
+            if failure == "retry":
+                raise RetryLater(message)
+            raise RuntimeError("boom")
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="service_webhooks"):
+        outcome = receiver.process(*delivery(name))
+    assert outcome.status == {"none": 200, "crash": 500, "refuse": 422, "retry": 503}[failure]
+    assert caplog.records
+    for record in caplog.records:
+        line = record.getMessage()
+        assert len(line) < 3 * LOG_TEXT_CHARS, (failure, len(line))
+        assert f"… ({300_000 - LOG_TEXT_CHARS} more characters)" in line
+    [delivery_line] = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert len(delivery_line.webhook_event) < 2 * LOG_TEXT_CHARS  # type: ignore[attr-defined]
+    if failure in ("refuse", "retry"):
+        assert details == [message]  # observers: the whole detail
+
+
 KEYS = {"newline": ("a\nFORGED b", "o-K,a\\nFORGED"), "ansi": ("\x1b[31m", "o-K,\\x1b[31m")}
 
 
