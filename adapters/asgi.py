@@ -20,6 +20,7 @@ would fail every delivery. For the same reason use routes, not ``Mount("/webhook
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +49,21 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+_NOT_ASYNCIO = (
+    "service-webhooks needs an asyncio event loop (uvicorn, hypercorn's asyncio or uvloop "
+    "workers, granian, daphne); this server runs another one, such as trio "
+    "(hypercorn -k trio), where its thread hand-offs and store calls cannot run"
+)
+
+
 class WebhookApp:
     """An ASGI application that answers every HTTP request as a webhook delivery.
+
+    Runs on an asyncio event loop (any ASGI server's default; uvloop is one). Under
+    another loop, such as trio's (``hypercorn -k trio``), the lifespan startup fails
+    and every delivery raises :class:`RuntimeError` saying so (the server answers 500
+    and logs it): plain-function handlers, the stores' async calls and the claim's
+    release after a failure need asyncio.
 
     Args:
         receiver: The configured receiver.
@@ -59,10 +73,14 @@ class WebhookApp:
         if not isinstance(receiver, WebhookReceiver):
             raise TypeError("WebhookApp needs a WebhookReceiver")
         self.receiver = receiver
+        self._on_asyncio = False  # an asyncio loop was seen: the check is not repeated
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
+            if not self._on_asyncio:
+                _require_asyncio()
+                self._on_asyncio = True
             outcome = await self.receiver.ahandle(
                 scope["method"], scope["headers"], _reader(receive)
             )
@@ -160,11 +178,25 @@ def _reader(receive: Receive) -> Callable[[int], Awaitable[bytes | None]]:
     return read
 
 
+def _require_asyncio() -> None:
+    """Raise unless an asyncio event loop runs this coroutine.
+
+    Raises:
+        RuntimeError: Another event loop (trio) runs it.
+    """
+    if asyncio._get_running_loop() is None:
+        raise RuntimeError(_NOT_ASYNCIO)
+
+
 async def _lifespan(receive: Receive, send: Send) -> None:
-    """Nothing to start or stop; acknowledge both so any server is happy."""
+    """Nothing to start or stop; acknowledge both so any server is happy (startup fails
+    under an event loop other than asyncio's, with the reason)."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            if asyncio._get_running_loop() is None:
+                await send({"type": "lifespan.startup.failed", "message": _NOT_ASYNCIO})
+                return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
