@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .._credentials import Secret, SecretsConfig, as_resolver, check_organization_id
 from .._envelope import CONTENT_TYPE, encode_json
@@ -48,13 +48,17 @@ class Signer:
             not printable ASCII, or holding ``,``).
     """
 
-    secret: Secret | SecretsConfig
+    secret: Secret  # given as any SecretsConfig; __post_init__ resolves it
     organization_id: str = "o-TEST-na1"
     _secrets: SecretsConfig = field(init=False, repr=False, compare=False)
 
+    if TYPE_CHECKING:  # what checkers see: the field is given in any form, read as a Secret
+
+        def __init__(self, secret: SecretsConfig, organization_id: str = "o-TEST-na1") -> None: ...
+
     def __post_init__(self) -> None:
         check_organization_id(self.organization_id)  # sign() would refuse it later
-        secret = _newest_secret(self.secret, self.organization_id)
+        secret = _newest_secret(self.secret, self.organization_id)  # still as given
         if secret is None:
             raise ConfigurationError(
                 f"the secrets hold no secret for organization {self.organization_id!r}: sign "
@@ -75,8 +79,7 @@ class Signer:
             TypeError: ``body`` is not ``bytes`` (a ``str`` must be encoded first: the
                 signature covers the exact bytes sent).
         """
-        secret = cast("Secret", self.secret)  # resolved by __post_init__
-        signature = sign(body, secret, self.organization_id, timestamp=timestamp)
+        signature = sign(body, self.secret, self.organization_id, timestamp=timestamp)
         return {"Content-Type": CONTENT_TYPE, SIGNATURE_HEADER: signature}
 
     def for_organization(self, organization_id: str) -> Signer:
