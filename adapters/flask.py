@@ -68,7 +68,9 @@ CONFIG_KEYS: Mapping[str, str] = {f"SERVICE_WEBHOOKS_{key}": arg for key, arg in
 for a numeric key is converted to the number, and for ``SUCCESS_BODY`` or ``STRICT``
 ``true/false/1/0/yes/no/on/off`` (any case) to a bool; any other string for those keys is
 a :class:`~service_webhooks.ConfigurationError` naming the key. For ``INBOX`` those words
-are ``True``/``False`` too; any other string is an inbox URL."""
+are ``True``/``False`` too; any other string is an inbox URL. The numbers ``0`` and ``1``
+(what ``from_prefixed_env()`` makes of ``"0"`` and ``"1"``) are ``False`` and ``True``
+for those three keys."""
 
 
 def webhook_blueprint(
@@ -124,11 +126,11 @@ class ServiceWebhooks:
         Raises:
             ConfigurationError: ``SERVICE_WEBHOOKS_SECRETS`` is missing, a value is out
                 of range (messages never show a secret), ``SERVICE_WEBHOOKS_URL``
-                does not start with ``/``, or ``SERVICE_WEBHOOKS_STRICT`` is true and a
-                handler registered on the extension names an unknown event (a typo such
-                as ``note.craeted``). With ``STRICT`` true, registering such a handler on
-                the extension raises from then on, for every app it serves (they share
-                its handlers).
+                does not start with ``/`` or holds whitespace, or
+                ``SERVICE_WEBHOOKS_STRICT`` is true and a handler registered on the
+                extension names an unknown event (a typo such as ``note.craeted``).
+                With ``STRICT`` true, registering such a handler on the extension
+                raises from then on, for every app it serves (they share its handlers).
             RuntimeError: ``init_app`` was already called for this app (by this or
                 another ``ServiceWebhooks``); the app is left as it was.
         """
@@ -139,9 +141,10 @@ class ServiceWebhooks:
             )
         _warn_unknown_keys(app.config)
         url = app.config.get("SERVICE_WEBHOOKS_URL", "/webhooks")
-        if not isinstance(url, str) or not url.startswith("/"):
+        if not isinstance(url, str) or not url.startswith("/") or url != "".join(url.split()):
             raise ConfigurationError(
-                f"app.config['SERVICE_WEBHOOKS_URL'] must start with '/', not {url!r}"
+                "app.config['SERVICE_WEBHOOKS_URL'] must start with '/' and hold no "
+                f"whitespace, not {url!r}"
             )
         receiver = self.receiver
         strict = False
@@ -228,6 +231,8 @@ def _parsed(key: str, arg: str, value: Any) -> Any:
     Raises:
         ConfigurationError: A string that is no such number or boolean, naming ``key``.
     """
+    if type(value) is int and value in (0, 1) and (arg in _BOOLEANS or arg == "inbox"):
+        return value == 1  # from_prefixed_env() parses "0" and "1" as JSON numbers
     if not isinstance(value, str):
         return value
     text = value.strip()

@@ -35,7 +35,7 @@ from django.utils.module_loading import import_string
 
 from service_webhooks import SETTINGS, WebhookReceiver
 
-__all__ = ["KEYS", "SETTING", "build_receiver", "get_config", "receiver"]
+__all__ = ["KEYS", "SETTING", "build_receiver", "flag_setting", "get_config", "receiver"]
 
 SETTING = "SERVICE_WEBHOOKS"
 _STORES = "service_webhooks.adapters.django.store."
@@ -55,8 +55,12 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     """A receiver from ``config`` (default: ``settings.SERVICE_WEBHOOKS``).
 
     Raises:
-        ImproperlyConfigured: No ``SECRETS``, or a ``STORE`` backend that cannot be
-            imported or (with ``TRANSACTIONAL``) is not a ``DjangoStore``.
+        ImproperlyConfigured: No ``SECRETS``; ``TRANSACTIONAL`` not ``True``/``False``
+            or ``ASYNC_VIEW`` not ``True``/``False``/``None`` (a string such as
+            ``"false"`` would read as true); a ``STORE`` or ``INBOX`` dict with a key
+            other than ``BACKEND`` and ``OPTIONS`` (a misspelt ``OPTION`` would be
+            ignored); or a ``STORE`` backend that cannot be imported or (with
+            ``TRANSACTIONAL``) is not a ``DjangoStore``.
         ConfigurationError: A value out of range (messages never show a secret).
     """
     config = get_config() if config is None else config
@@ -65,10 +69,12 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     options = {arg: config[key] for key, arg in _ARGUMENTS.items() if key in config}
     if isinstance(options.get("idempotency_key"), str):
         options["idempotency_key"] = import_string(options["idempotency_key"])
-    transactional = bool(config.get("TRANSACTIONAL"))
+    transactional = flag_setting(config, "TRANSACTIONAL") is True
+    flag_setting(config, "ASYNC_VIEW", none=True)
     default = _STORES + "DjangoStore"
     store = config.get("STORE", {"BACKEND": default})
     if isinstance(store, Mapping):
+        _check_backend_keys("STORE", store)
         store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
     options["inbox"] = _inbox(config.get("INBOX"), store)
     # plain handlers and a SECRETS callable under ASGI: in the delivery's thread, as Django
@@ -92,9 +98,34 @@ def _inbox(inbox: Any, store: Any) -> Any:
     if inbox is None and isinstance(store, DjangoStore):
         inbox = {"OPTIONS": {"using": store.using}}
     if isinstance(inbox, Mapping):
+        _check_backend_keys("INBOX", inbox)
         backend = import_string(inbox.get("BACKEND", _INBOXES + "DjangoInbox"))
         return backend(**inbox.get("OPTIONS", {}))
     return inbox
+
+
+def flag_setting(config: Mapping[str, Any], key: str, *, none: bool = False) -> bool | None:
+    """``config[key]`` (``False`` when absent, or ``None`` with ``none=True``), which must
+    be ``True`` or ``False`` (or ``None`` with ``none=True``): ``bool("false")`` is true,
+    so a string from the environment is refused rather than read as ``True``.
+
+    Raises:
+        ImproperlyConfigured: Naming the key.
+    """
+    value = config.get(key, None if none else False)
+    if isinstance(value, bool) or (none and value is None):
+        return value
+    allowed = "True, False or None" if none else "True or False"
+    raise ImproperlyConfigured(f"settings.{SETTING}[{key!r}] must be {allowed}, not {value!r:.40}")
+
+
+def _check_backend_keys(key: str, backend: Mapping[str, Any]) -> None:
+    """Refuse a ``STORE``/``INBOX`` dict key other than ``BACKEND`` and ``OPTIONS``: a
+    misspelt ``OPTION`` would be ignored and the backend built with its defaults."""
+    if unknown := sorted(map(repr, set(backend) - {"BACKEND", "OPTIONS"})):
+        raise ImproperlyConfigured(
+            f"settings.{SETTING}[{key!r}] takes 'BACKEND' and 'OPTIONS', not {', '.join(unknown)}"
+        )
 
 
 def _unconfigured(organization_id: str) -> None:

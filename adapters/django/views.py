@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from service_webhooks import Outcome, WebhookReceiver
 
 from .._wsgi import body_reader, environ_headers
-from .conf import get_config
+from .conf import flag_setting, get_config
 from .conf import receiver as project_receiver
 
 __all__ = ["webhook_view"]
@@ -42,7 +42,7 @@ def webhook_view(
     """
     target = project_receiver if receiver is None else receiver
     if asynchronous is None:
-        asynchronous = get_config().get("ASYNC_VIEW")
+        asynchronous = flag_setting(get_config(), "ASYNC_VIEW", none=True)
     if asynchronous is None:
         modules = sys.modules
         asynchronous = "django.core.handlers.asgi" in modules and (

@@ -47,6 +47,7 @@ from service_webhooks.api import (
 from service_webhooks.api.pagination import Page, Pager
 
 from ._as_sent import LastResponse, json_lines
+from ._finite import FiniteRange
 from ._output import console, print_table
 from ._serve import bind, log_config, serve_until_stopped
 
@@ -73,7 +74,7 @@ def _connection_options(command: F) -> F:
         ),
         click.option(
             "--timeout",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteRange(min=0, min_open=True),
             default=10.0,
             show_default=True,
             help="Seconds to wait for each request.",

@@ -59,6 +59,7 @@ from service_webhooks.delivery.endpoint import (
 )
 from service_webhooks.stores import redact_url
 
+from ._finite import FiniteRange
 from ._json import strict_loads
 from ._output import console as make_console
 from ._output import literal, print_table
@@ -89,7 +90,7 @@ def _common(function: Any) -> Any:
         ),
         click.option(
             "--timeout",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteRange(min=0, min_open=True),
             default=10.0,
             show_default=True,
             help="Seconds per attempt (the service uses 10).",
@@ -403,7 +404,7 @@ def _not_delivered_line(number: int, event: OutboundEvent, why: str) -> str:
 )
 @click.option(
     "--duplicates",
-    type=click.FloatRange(0, 1),
+    type=FiniteRange(0, 1),
     default=0.0,
     show_default=True,
     help="Share of deliveries sent twice.",

@@ -484,6 +484,12 @@ def serve(
         user, colon, password = basic_auth.partition(":")
         if not (user and colon and password):
             raise click.BadParameter("USER:PASSWORD, both non-empty", param_hint="--basic-auth")
+        if user != user.strip() or password != password.strip():  # never shown: a password
+            raise click.BadParameter(
+                "USER:PASSWORD with whitespace around the user or the password (a newline "
+                "read from a file?): a browser would never send it; strip it",
+                param_hint="--basic-auth",
+            )
     prefix = _root_path(root_path)
     try:
         import uvicorn

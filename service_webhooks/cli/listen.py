@@ -36,6 +36,7 @@ from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of
 from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
 from service_webhooks.stores import redact_url, store_from_url
 
+from ._finite import FiniteRange
 from ._output import cannot_open
 from ._secret import SECRET_ENVVAR, checked_secrets
 from ._serve import bind as _bind
@@ -98,7 +99,7 @@ _SUMMARY_WIDTH = 100  # characters of compact JSON shown per event in readable m
 )
 @click.option(
     "--tolerance",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     default=float(DEFAULT_TOLERANCE),
     show_default=True,
     help="Largest accepted difference between the signature's t and now, in seconds.",

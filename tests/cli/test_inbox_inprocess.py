@@ -646,6 +646,19 @@ def test_serve_reads_malformed_credentials_from_the_environment(
     assert served == []
 
 
+@pytest.mark.parametrize("credentials", ["ops:pw-1\n", " ops:pw-1", "ops :pw-1", "ops: pw-1"])
+def test_serve_refuses_whitespace_around_the_credentials(
+    credentials: str, served: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "ops:pw-1\n" (a line read from a file with its newline) served a dashboard no one
+    # could log into: the newline was part of the password
+    monkeypatch.setenv("SERVICE_WEBHOOKS_DASHBOARD_AUTH", credentials)
+    result = run("serve", "--host", "::1", code=2)
+    assert "whitespace around the user or the password" in result.stderr
+    assert "pw-1" not in result.stderr  # the password is never shown
+    assert served == []
+
+
 def test_replay_by_status_reads_every_page_of_the_selection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

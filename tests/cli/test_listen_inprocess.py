@@ -165,6 +165,33 @@ def test_port_out_of_range_is_a_usage_error() -> None:
     assert "70000 is not in the range 0<=x<=65535" in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["listen", "--secret", "s", "--tolerance", "nan"], "--tolerance"),
+        (["listen", "--secret", "s", "--tolerance", "inf"], "--tolerance"),
+        (["trigger", "note.created", "--url", "http://x/", "--fast", "--secret", "s",
+          "--timeout", "nan"], "--timeout"),
+        (["trigger", "note.created", "--url", "http://x/", "--fast", "--secret", "s",
+          "--timeout", "inf"], "--timeout"),
+        (["deliver", "--url", "http://x/", "--fast", "--secret", "s", "--events", __file__,
+          "--duplicates", "nan"], "--duplicates"),
+        (["api", "operations", "--api-key", "k", "--base-url", "http://x", "--timeout", "nan"],
+         "--timeout"),
+    ],
+)  # fmt: skip
+def test_a_number_that_is_not_finite_is_a_usage_error_naming_its_option(
+    fake_server: type[FakeServer], args: list[str], option: str
+) -> None:
+    # click's FloatRange lets nan through: it reached the HTTP client (a traceback) or
+    # the receiver, whose refusal was reported against --store
+    result = CliRunner().invoke(main, args, input="")
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}':" in result.output
+    assert "not a finite number" in result.output
+    assert fake_server.instances == []
+
+
 def test_bind_resolves_port_zero_and_listens() -> None:
     sock = listen_module._bind("127.0.0.1", 0)
     try:

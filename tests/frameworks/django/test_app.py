@@ -230,8 +230,9 @@ def test_the_app_files_stay_small() -> None:
     # app named its missing extra and the replay command reported pruned deliveries; 815
     # until the ORM inbox's size cap read only the records it deletes, in batches; 820
     # until it cut text longer than its column (PostgreSQL refused it: a 503); 830 until
-    # the async view finished a delivery whose client Django saw disconnect
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 840
+    # the async view finished a delivery whose client Django saw disconnect; 840 until
+    # TRANSACTIONAL, ASYNC_VIEW and the STORE/INBOX dicts refused values they ignored
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 850
 
 
 def _now() -> Any:
@@ -252,3 +253,45 @@ def lines_of_code(source: str) -> int:
         for number, line in enumerate(source.splitlines(), 1)
         if line.strip() and not line.strip().startswith("#") and number not in docstrings
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("TRANSACTIONAL", "false"),
+        ("TRANSACTIONAL", 0),
+        ("ASYNC_VIEW", "false"),
+        ("ASYNC_VIEW", 1),
+    ],
+)
+def test_a_flag_that_is_no_bool_is_refused_naming_it(key: str, value: Any) -> None:
+    # bool("false") is True: a string from the environment would silently turn the
+    # option on (a TransactionalReceiver, an async view under WSGI)
+    from django.core.exceptions import ImproperlyConfigured
+
+    from service_webhooks.adapters.django import conf
+    from service_webhooks.adapters.django.views import webhook_view
+
+    config = {"SECRETS": SECRET, "STORE": {"OPTIONS": {"using": "default"}}, key: value}
+    with override_settings(SERVICE_WEBHOOKS=config):
+        with pytest.raises(ImproperlyConfigured, match=rf"SERVICE_WEBHOOKS\['{key}'\] must be"):
+            conf.build_receiver()
+        assert ids() == ["service_webhooks.E002"]
+        if key == "ASYNC_VIEW":
+            with pytest.raises(ImproperlyConfigured, match="ASYNC_VIEW"):
+                webhook_view()
+
+
+@pytest.mark.parametrize("role", ["STORE", "INBOX"])
+def test_a_misspelt_backend_key_is_refused_not_ignored(role: str) -> None:
+    # {"OPTION": {"using": "x"}} was ignored: the backend ran on the default database
+    from django.core.exceptions import ImproperlyConfigured
+
+    from service_webhooks.adapters.django import conf
+
+    backend = {"OPTION": {"using": "default"}}
+    with (
+        override_settings(SERVICE_WEBHOOKS={"SECRETS": SECRET, role: backend}),
+        pytest.raises(ImproperlyConfigured, match=rf"\['{role}'\] takes .* not 'OPTION'"),
+    ):
+        conf.build_receiver()

@@ -109,6 +109,32 @@ def test_a_url_without_a_leading_slash_names_the_key() -> None:
     assert EXTENSION_KEY not in app.extensions
 
 
+@pytest.mark.parametrize("value", ["/webhooks ", "/webhooks\n", "/web hooks"])
+def test_a_url_with_whitespace_names_the_key(value: str) -> None:
+    # "/webhooks " from the environment made a rule no delivery ever reaches (404s)
+    app = configured(SERVICE_WEBHOOKS_URL=value)
+    with pytest.raises(ConfigurationError, match=r"SERVICE_WEBHOOKS_URL'\] .* no whitespace"):
+        ServiceWebhooks(app)
+    assert EXTENSION_KEY not in app.extensions
+
+
+def test_booleans_from_prefixed_env_are_numbers_and_accepted(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # from_prefixed_env() parses "0" and "1" as JSON: the keys got int 0/1 and refused them
+    monkeypatch.setenv("FLASK_SERVICE_WEBHOOKS_SUCCESS_BODY", "0")
+    monkeypatch.setenv("FLASK_SERVICE_WEBHOOKS_STRICT", "1")
+    monkeypatch.setenv("FLASK_SERVICE_WEBHOOKS_INBOX", "0")
+    app = configured(SERVICE_WEBHOOKS_STORE=f"sqlite:{tmp_path / 'store.sqlite3'}")
+    app.config.from_prefixed_env()
+    ServiceWebhooks(app)
+    receiver = app.extensions[EXTENSION_KEY]
+    assert (receiver.success_body, receiver.router.strict, receiver.inbox) == (False, True, None)
+    app = configured(SERVICE_WEBHOOKS_SUCCESS_BODY=2)
+    with pytest.raises(ConfigurationError, match="success_body must be True or False"):
+        ServiceWebhooks(app)
+
+
 @pytest.mark.parametrize("value", ["false", "OFF", " 0 "])
 def test_inbox_false_from_the_environment_turns_it_off(tmp_path: Any, value: str) -> None:
     app = configured(
