@@ -7,6 +7,7 @@ password, and a bare word may be a secret pasted into the wrong setting.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from ._exceptions import ConfigurationError
@@ -74,14 +75,13 @@ def sqlite_url(text: str, what: str, default_timeout: float = 5.0) -> tuple[str,
     if not question:
         return path, default_timeout
     options: dict[str, str] = {}
-    for piece in query.split("&"):
-        name, _, value = piece.partition("=")
-        if unquote_plus(name) != "timeout":
+    for name, value, _ in _parameters(query):
+        if name != "timeout":
             raise ConfigurationError(
                 f"a sqlite: {what} URL takes no query parameter but ?timeout=SECONDS "
                 "(for a file name with a '?', pass the path to the class itself)"
             )
-        options["timeout"] = unquote_plus(value)
+        options[name] = value
     return path, seconds_option(options, default_timeout)
 
 
@@ -115,10 +115,17 @@ def pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(url)
     ours: dict[str, str] = {}
     kept: list[str] = []
-    for piece in parts.query.split("&"):
-        name, _, value = piece.partition("=")
-        if unquote_plus(name) in names:
-            ours[unquote_plus(name)] = unquote_plus(value)
+    for name, value, piece in _parameters(parts.query):
+        if name in names:
+            ours[name] = value
         elif piece:
             kept.append(piece)
     return urlunsplit(parts._replace(query="&".join(kept))), ours
+
+
+def _parameters(query: str) -> Iterator[tuple[str, str, str]]:
+    """Each ``name=value`` piece of a URL's query: its name and value decoded, and the
+    piece as written (empty for an empty piece)."""
+    for piece in query.split("&"):
+        name, _, value = piece.partition("=")
+        yield unquote_plus(name), unquote_plus(value), piece
