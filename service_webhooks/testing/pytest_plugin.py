@@ -58,7 +58,9 @@ def webhook_secret() -> str:
 @pytest.fixture
 def webhook_organization_id() -> str:
     """The organization ID (``o``) deliveries are signed as."""
-    return "o-TEST-na1"
+    from .signer import DEFAULT_ORGANIZATION_ID
+
+    return DEFAULT_ORGANIZATION_ID
 
 
 @pytest.fixture

@@ -22,9 +22,12 @@ from .._envelope import CONTENT_TYPE, encode_json
 from .._exceptions import ConfigurationError
 from .._signing import SIGNATURE_HEADER, sign
 
-__all__ = ["CONTENT_TYPE", "Signer"]
+__all__ = ["CONTENT_TYPE", "DEFAULT_ORGANIZATION_ID", "Signer"]
 
 """The delivery ``Content-Type`` (spec §6.1)."""
+
+DEFAULT_ORGANIZATION_ID = "o-TEST-na1"
+"""The organization ID (``o``) a :class:`Signer` and the pytest plugin sign as by default."""
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,14 @@ class Signer:
     """
 
     secret: Secret  # given as any SecretsConfig; __post_init__ resolves it
-    organization_id: str = "o-TEST-na1"
+    organization_id: str = DEFAULT_ORGANIZATION_ID
     _secrets: SecretsConfig = field(init=False, repr=False, compare=False)
 
     if TYPE_CHECKING:  # what checkers see: the field is given in any form, read as a Secret
 
-        def __init__(self, secret: SecretsConfig, organization_id: str = "o-TEST-na1") -> None: ...
+        def __init__(
+            self, secret: SecretsConfig, organization_id: str = DEFAULT_ORGANIZATION_ID
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         check_organization_id(self.organization_id)  # sign() would refuse it later
