@@ -1,16 +1,21 @@
-"""Settings names the Flask and Django adapters do not know: most likely misspelt.
+"""Settings as the Flask and Django adapters' users spell them, in warnings and errors.
 
 A misspelt key (``TOLERENCE``) is silently ignored by a dict lookup, so the receiver runs
 with the default the user meant to change; both adapters name such keys, with the
-closest known one.
+closest known one. A value the receiver refuses is named by its setting too: the
+receiver's own message names its argument (``lease``), which the user never wrote.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable
+import re
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
-__all__ = ["unknown_settings"]
+from service_webhooks import ConfigurationError
+
+__all__ = ["named_settings", "unknown_settings"]
 
 
 def unknown_settings(
@@ -27,3 +32,27 @@ def unknown_settings(
             close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
             found.append((key, close[0] if close else None))
     return found
+
+
+@contextmanager
+def named_settings(spelled: Mapping[str, str]) -> Iterator[None]:
+    """Re-raise a :class:`ConfigurationError` the receiver raises for one of its
+    arguments as one naming the setting that gave it: ``spelled`` maps each argument
+    given to its setting as the user wrote it (``{"lease":
+    "app.config['SERVICE_WEBHOOKS_LEASE']"}``).
+
+    The argument is the message's first word (``lease must be ...``), else the one
+    argument the message names (``unknown store URL ...``); an error naming no single
+    argument passes through unchanged.
+    """
+    try:
+        yield
+    except ConfigurationError as error:
+        message = str(error)
+        first = message.split(" ", 1)[0]
+        named = [arg for arg in spelled if arg == first] or [
+            arg for arg in spelled if re.search(rf"\b{re.escape(arg)}\b", message)
+        ]
+        if len(named) != 1:
+            raise
+        raise ConfigurationError(f"{spelled[named[0]]}: {message}") from None

@@ -42,7 +42,7 @@ from typing import Any, cast
 from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver, as_resolver
 
 from . import require_extra
-from ._settings import unknown_settings
+from ._settings import named_settings, unknown_settings
 from ._wsgi import body_reader, environ_headers
 
 try:
@@ -168,10 +168,10 @@ class ServiceWebhooks:
         """A receiver from the ``SERVICE_WEBHOOKS_*`` keys of ``config`` (:data:`CONFIG_KEYS`),
         dispatching through ``router`` (its handlers) when given."""
         _check_secrets(config.get("SERVICE_WEBHOOKS_SECRETS"))
-        options = {
-            arg: _parsed(key, arg, config[key]) for key, arg in CONFIG_KEYS.items() if key in config
-        }
-        return WebhookReceiver(**options, router=router)
+        given = {key: arg for key, arg in CONFIG_KEYS.items() if key in config}
+        options = {arg: _parsed(key, arg, config[key]) for key, arg in given.items()}
+        with named_settings({arg: f"app.config[{key!r}]" for key, arg in given.items()}):
+            return WebhookReceiver(**options, router=router)
 
 
 _STRICT = "SERVICE_WEBHOOKS_STRICT"

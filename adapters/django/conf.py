@@ -35,6 +35,8 @@ from django.utils.module_loading import import_string
 
 from service_webhooks import SETTINGS, WebhookReceiver
 
+from .._settings import named_settings
+
 __all__ = ["KEYS", "SETTING", "build_receiver", "flag_setting", "get_config", "receiver"]
 
 SETTING = "SERVICE_WEBHOOKS"
@@ -81,13 +83,15 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     # runs a sync view, so their connections end with the request (a worker thread of
     # their own would keep them for ever, dead after a database restart)
     options["to_thread"] = lambda function, argument: sync_to_async(function)(argument)
-    if not transactional:
-        return WebhookReceiver(store=store, **options)
-    from .store import DjangoStore, TransactionalReceiver
+    given = {arg: f"settings.{SETTING}[{key!r}]" for key, arg in SETTINGS.items() if key in config}
+    with named_settings(given):  # its errors name the key set, not the argument
+        if not transactional:
+            return WebhookReceiver(store=store, **options)
+        from .store import DjangoStore, TransactionalReceiver
 
-    if not isinstance(store, DjangoStore):
-        raise ImproperlyConfigured("TRANSACTIONAL needs a DjangoStore backend (its database)")
-    return TransactionalReceiver(store=store, **options)
+        if not isinstance(store, DjangoStore):
+            raise ImproperlyConfigured("TRANSACTIONAL needs a DjangoStore backend (its database)")
+        return TransactionalReceiver(store=store, **options)
 
 
 def _inbox(inbox: Any, store: Any) -> Any:

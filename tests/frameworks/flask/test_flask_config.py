@@ -41,8 +41,8 @@ def test_numeric_strings_are_converted() -> None:
         ("UNHANDLED_STATUS", "ok", "SERVICE_WEBHOOKS_UNHANDLED_STATUS'] must be an integer"),
         ("SUCCESS_BODY", "nope", "SERVICE_WEBHOOKS_SUCCESS_BODY'] must be a boolean"),
         ("STRICT", "2", "SERVICE_WEBHOOKS_STRICT'] must be a boolean"),
-        ("TOLERANCE", "nan", "tolerance must be a finite number of seconds >= 0"),
-        ("LEASE", "inf", "lease must be a finite number of seconds > 0"),
+        ("TOLERANCE", "nan", "TOLERANCE'\\]: tolerance must be a finite number of seconds >= 0"),
+        ("LEASE", "inf", "LEASE'\\]: lease must be a finite number of seconds > 0"),
     ],
 )
 def test_bad_strings_are_refused_naming_the_key(key: str, value: str, message: str) -> None:
@@ -85,3 +85,24 @@ def test_bad_secrets_are_refused_naming_the_key(value: Any, message: str) -> Non
 def test_boolean_strings_are_parsed(value: Any, expected: bool) -> None:
     assert build(SUCCESS_BODY=value).success_body is expected
     assert build(STRICT=value).router.strict is expected
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"LEASE": -5}, r"^app.config\['SERVICE_WEBHOOKS_LEASE'\]: lease must be"),
+        ({"RETENTION": 60}, r"^app.config\['SERVICE_WEBHOOKS_RETENTION'\]: retention must be"),
+        ({"MAX_BODY_SIZE": 0}, r"^app.config\['SERVICE_WEBHOOKS_MAX_BODY_SIZE'\]: max_body_size"),
+        ({"UNHANDLED_STATUS": 302}, r"^app.config\['SERVICE_WEBHOOKS_UNHANDLED_STATUS'\]: "),
+        ({"STORE": "bogus://x"}, r"^app.config\['SERVICE_WEBHOOKS_STORE'\]: unknown store URL"),
+        ({"INBOX": "bogus://x"}, r"^app.config\['SERVICE_WEBHOOKS_INBOX'\]: no inbox for URL"),
+        ({"STORE": "sqlite:x.db?mode=ro"}, r"^app.config\['SERVICE_WEBHOOKS_STORE'\]: a sqlite"),
+    ],
+    ids=["lease", "retention", "max-body-size", "unhandled-status", "store", "inbox", "sqlite"],
+)
+def test_a_value_the_receiver_refuses_is_named_by_its_key(
+    values: dict[str, Any], message: str
+) -> None:
+    # the receiver's own message names its argument ("lease"), which no Flask user wrote
+    with pytest.raises(ConfigurationError, match=message):
+        build(**values)
