@@ -91,11 +91,12 @@ def open_inbox(
 ) -> Inbox | None:
     """The inbox a receiver's ``inbox=`` names.
 
-    ``None`` (the default): a SQLite inbox in the idempotency store's file when that
-    store is the default one or a SQLite store, else none. ``True``: the same, and
-    also beside a ``postgresql://`` store URL; an error when no inbox can go beside
-    the store. ``False``: none. A URL: :func:`~service_webhooks.inbox.inbox_from_url`.
-    An :class:`~service_webhooks.inbox.Inbox`: itself.
+    ``None`` (the default): a SQLite inbox in the idempotency store's file (with its
+    lock ``timeout``) when that store is the default one or a SQLite store, else none.
+    ``True``: the same, and also beside a ``postgresql://`` store URL; an error when no
+    inbox can go beside the store. ``False``: none. A URL:
+    :func:`~service_webhooks.inbox.inbox_from_url`. An
+    :class:`~service_webhooks.inbox.Inbox`: itself.
 
     Raises:
         ConfigurationError: Anything else, or ``True`` beside a store with no inbox.
@@ -105,8 +106,8 @@ def open_inbox(
     if config is None or config is True:
         if store_config is None:
             return SQLiteInbox(DEFAULT_SQLITE_PATH)
-        if isinstance(store, SQLiteStore):
-            return SQLiteInbox(store.path)
+        if isinstance(store, SQLiteStore):  # in its file, waiting as long for its lock
+            return SQLiteInbox(store.path, timeout=store.timeout)
         if (
             config is True
             and isinstance(store_config, str)

@@ -174,7 +174,7 @@ class SQLiteStore(SyncStore):
         if str(path) == ":memory:":
             raise ConfigurationError("SQLiteStore needs a file path; use MemoryStore for memory")
         self.path = Path(path)
-        self._timeout = timeout
+        self.timeout = timeout  # seconds; the inbox in its file waits as long
         self._prune_every = prune_every
         self._clock = clock
         self._local = threading.local()
@@ -220,7 +220,7 @@ class SQLiteStore(SyncStore):
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._local.connection = self._open(self._timeout)
+            connection = self._local.connection = self._open(self.timeout)
         return connection
 
     def _sync(self, work: Callable[..., T], *args: Any) -> T:
@@ -279,7 +279,7 @@ class SQLiteStore(SyncStore):
                     raise
                 now = time.monotonic()
                 if deadline is None:
-                    deadline = now + self._timeout
+                    deadline = now + self.timeout
                 elif now >= deadline:
                     raise
                 checkpoint = self._checkpoint_at_work()
@@ -556,7 +556,7 @@ class SQLiteStore(SyncStore):
         try:
             return self._write(connection, statement, params)
         finally:
-            connection.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            connection.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
 
     async def awrite(self, statement: str, params: Sequence[Any], *, wait: bool = True) -> int:
         """Async twin of :meth:`write`: queued for the loop's next group commit."""

@@ -35,6 +35,20 @@ def test_sqlite_timeout_is_an_option_not_part_of_the_file_name(tmp_path: Path) -
     assert not (tmp_path / "inbox.sqlite3?timeout=2").exists()
 
 
+def test_the_default_inbox_beside_a_sqlite_store_waits_as_long_as_the_store(
+    tmp_path: Path,
+) -> None:
+    """``store="sqlite:PATH?timeout=2"``: the inbox in that file waits 2 s for its lock
+    too (it waited the default 5 s, past the store's bound, for the same lock)."""
+    from service_webhooks import WebhookReceiver
+
+    path = tmp_path / "hooks.sqlite3"
+    receiver = WebhookReceiver("whsec-test", store=f"sqlite:{path}?timeout=2")
+    assert isinstance(receiver.inbox, SQLiteInbox)
+    assert receiver.inbox._timeout == 2  # type: ignore[attr-defined]
+    assert receiver.inbox.path == path  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("query", ["?mode=ro", "?timeout=-1"])
 def test_sqlite_refuses_other_query_parameters(tmp_path: Path, query: str) -> None:
     with pytest.raises(ConfigurationError, match="timeout"):

@@ -46,7 +46,7 @@ def test_sqlite_timeout_is_an_option_not_part_of_the_file_name(tmp_path: Path) -
     store = store_from_url(f"sqlite:{path}?timeout=2")
     assert isinstance(store, SQLiteStore)
     assert store.path == path
-    assert store._timeout == 2  # type: ignore[attr-defined]
+    assert store.timeout == 2
     assert store.claim("k", "t", 60) is ClaimState.NEW
     store.close()
     assert [p.name for p in tmp_path.iterdir() if "?" in p.name] == []
