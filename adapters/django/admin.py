@@ -2,7 +2,9 @@
 the traceback, and a "replay" action running the project receiver's handlers again.
 
 Read-only otherwise: nothing can be added, changed or deleted here. Replaying needs the
-``change_receiveddeliveryrecord`` permission (superusers have it).
+``change_receiveddeliveryrecord`` permission (superusers have it). The list page is
+outside ``ATOMIC_REQUESTS``, as the delivery view is: each replay's handlers commit (or
+fail) on their own, never rolled back with the whole request by another one's error.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from typing import Any, cast
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from service_webhooks.inbox.commands import pretty_body
 
 from .models import ReceivedDeliveryRecord
+from .views import outside_atomic_requests
 
 
 @admin.register(ReceivedDeliveryRecord)
@@ -67,6 +70,12 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             for r in record.replays
         )
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{} {} {}{}</li>", rows))
+
+    @outside_atomic_requests  # where the replay action runs the handlers, as for deliveries
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, extra_context)
 
     @admin.action(description="Replay the selected deliveries", permissions=["replay"])
     def replay(self, request: HttpRequest, queryset: QuerySet[ReceivedDeliveryRecord]) -> None:

@@ -8,7 +8,9 @@
   the spec's catalogue, declared (``receiver.router.declare(name)``) nor a pattern: most
   likely a typo, and its deliveries would be answered "unhandled". One per name.
 * ``service_webhooks.W004``: a webhook URL that resolves in one spelling only (with or
-  without its trailing slash): the other answers 404, or 301 under ``APPEND_SLASH``.
+  without its trailing slash): the other answers 404, or 301 under ``APPEND_SLASH``; or
+  one inside ``i18n_patterns()``: ``LocaleMiddleware`` answers it without its language
+  prefix with a 302.
 * ``service_webhooks.W005``: a key of ``SERVICE_WEBHOOKS`` that is no setting (a
   misspelling such as ``TOLERENCE`` is ignored, and its default used); one per key,
   the closest known key as hint.
@@ -140,8 +142,9 @@ def check_delivery_urls(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     """
     from django.urls import get_resolver
 
-    found: list[checks.CheckMessage] = []
-    for url in sorted(set(_delivery_urls(get_resolver().url_patterns, ""))):
+    patterns = get_resolver().url_patterns
+    found = list(_localized_delivery_urls(patterns))
+    for url in sorted(set(_delivery_urls(patterns, ""))):
         bare = url.rstrip("/")
         missing = [spelling for spelling in (bare, bare + "/") if not _routed(spelling)]
         routed = [spelling for spelling in (bare, bare + "/") if spelling not in missing]
@@ -158,6 +161,24 @@ def check_delivery_urls(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 )
             )
     return found
+
+
+def _localized_delivery_urls(patterns: Any) -> Iterator[checks.CheckMessage]:
+    """``W004`` for webhook URLs under ``i18n_patterns()`` (the root URLconf's only):
+    they start with the language, and ``LocaleMiddleware`` answers ``/webhooks`` with a
+    302 to ``/en/webhooks``, which the service retries without following."""
+    from django.urls.resolvers import LocalePrefixPattern
+
+    localized = [p for p in patterns if isinstance(p.pattern, LocalePrefixPattern)]
+    if any(p.pattern.prefix_default_language and any(_delivery_urls([p], "")) for p in localized):
+        yield checks.Warning(
+            "A webhook URL is inside i18n_patterns(): it starts with a language code, and "
+            "LocaleMiddleware answers it without one with a 302, which the service retries "
+            "without following until the event is dead.",
+            hint='Include it outside i18n_patterns(): urlpatterns = [path("webhooks", '
+            'include("service_webhooks.adapters.django.urls"))] + i18n_patterns(...).',
+            id="service_webhooks.W004",
+        )
 
 
 def _delivery_urls(patterns: Any, prefix: str) -> Iterator[str]:

@@ -30,10 +30,11 @@ from typing import Any, cast
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.functional import SimpleLazyObject
+from django.core.signals import setting_changed
+from django.utils.functional import SimpleLazyObject, empty
 from django.utils.module_loading import import_string
 
-from service_webhooks import SETTINGS, WebhookReceiver
+from service_webhooks import SETTINGS, Router, WebhookReceiver
 
 from .._settings import named_settings
 
@@ -65,7 +66,11 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
             ``TRANSACTIONAL``) is not a ``DjangoStore``.
         ConfigurationError: A value out of range (messages never show a secret).
     """
-    config = get_config() if config is None else config
+    return _build(get_config() if config is None else config)
+
+
+def _build(config: Mapping[str, Any], router: Router | None = None) -> WebhookReceiver:
+    """:func:`build_receiver`, its handlers on ``router`` when given."""
     if not config.get("SECRETS"):
         raise ImproperlyConfigured(f"settings.{SETTING}['SECRETS'] is not set")
     options = {arg: config[key] for key, arg in _ARGUMENTS.items() if key in config}
@@ -83,6 +88,8 @@ def build_receiver(config: Mapping[str, Any] | None = None) -> WebhookReceiver:
     # runs a sync view, so their connections end with the request (a worker thread of
     # their own would keep them for ever, dead after a database restart)
     options["to_thread"] = lambda function, argument: sync_to_async(function)(argument)
+    if router is not None:
+        options["router"] = router
     given = {arg: f"settings.{SETTING}[{key!r}]" for key, arg in SETTINGS.items() if key in config}
     with named_settings(given):  # its errors name the key set, not the argument
         if not transactional:
@@ -136,18 +143,35 @@ def _unconfigured(organization_id: str) -> None:
     return None  # no secret at all: every delivery is refused (401); check E001 says why
 
 
+_routers: list[Router] = []
+"""The project receiver's router, once built: a receiver rebuilt keeps its handlers."""
+
+
 def _project_receiver() -> WebhookReceiver:
     config = get_config()
     try:  # built by the first webhooks.py as Django starts, before any check (E002) runs
-        return build_receiver(
-            config if config.get("SECRETS") else {**config, "SECRETS": _unconfigured}
+        built = _build(
+            config if config.get("SECRETS") else {**config, "SECRETS": _unconfigured},
+            router=_routers[0] if _routers else None,
         )
     except Exception as error:  # so say which setting is wrong, not only "tolerance ... str"
         raise ImproperlyConfigured(f"settings.{SETTING} is invalid: {error!r}") from error
+    _routers[:] = [built.router]
+    return built
 
 
 receiver = cast(WebhookReceiver, SimpleLazyObject(_project_receiver))
 """The project's receiver, built from settings on first use; register handlers on it.
 Without ``SECRETS`` it refuses every delivery (fail closed) and ``manage.py check``
 reports ``service_webhooks.E001``. Settings that do not build a receiver raise
-``ImproperlyConfigured`` naming ``SERVICE_WEBHOOKS`` on first use."""
+``ImproperlyConfigured`` naming ``SERVICE_WEBHOOKS`` on first use. When
+``SERVICE_WEBHOOKS`` changes (``override_settings`` in tests), it is built again from
+the new settings on its next use, with the handlers registered so far."""
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTING:
+        receiver._wrapped = empty  # type: ignore[attr-defined]  # rebuilt on next use
+
+
+setting_changed.connect(_settings_changed)

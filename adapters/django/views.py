@@ -1,7 +1,8 @@
 """The delivery view: read, call :meth:`~service_webhooks.WebhookReceiver.handle`, write.
 
 CSRF-exempt (deliveries are authenticated by their signature) and outside
-``ATOMIC_REQUESTS`` (a handler failure must not commit half its work). The body is
+``ATOMIC_REQUESTS`` on every database (a handler failure must not commit half its work,
+and Django refuses an ``async def`` view under ``ATOMIC_REQUESTS``). The body is
 read from the request stream before Django parses anything; a chunked body under a
 WSGI server that terminates the input (gunicorn) is read from ``wsgi.input`` itself,
 since Django reads no body without ``Content-Length`` there.
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 
 from service_webhooks import Outcome, WebhookReceiver
@@ -23,7 +24,7 @@ from .._wsgi import body_reader, environ_headers
 from .conf import flag_setting, get_config
 from .conf import receiver as project_receiver
 
-__all__ = ["webhook_view"]
+__all__ = ["outside_atomic_requests", "webhook_view"]
 
 View = Callable[[HttpRequest], Any]
 """A Django view: ``async def`` or plain, returning an ``HttpResponse``."""
@@ -60,10 +61,23 @@ def webhook_view(
         outcome = await _finished(target.ahandle(method, headers, _async(read)))
         return _respond(cast(Outcome, outcome))  # None only when a read says disconnected
 
-    view: Any = transaction.non_atomic_requests(adeliver if asynchronous else deliver)
+    view: Any = outside_atomic_requests(adeliver if asynchronous else deliver)
     view.csrf_exempt = True  # what @csrf_exempt sets; async-safe on Django 4.2 too
     view.service_webhooks_view = True  # found by the URL check (service_webhooks.W004)
     return view  # type: ignore[no-any-return]
+
+
+def outside_atomic_requests(view: Any) -> Any:
+    """``view`` exempt from ``ATOMIC_REQUESTS`` on every database of ``DATABASES``.
+
+    ``transaction.non_atomic_requests`` alone exempts the ``default`` database only:
+    with ``ATOMIC_REQUESTS`` on another one (where a router keeps the app's records),
+    Django would answer every delivery to an ``async def`` view with a 500 ("You cannot
+    use ATOMIC_REQUESTS with async views") and run a plain one inside a transaction.
+    """
+    for alias in connections:
+        view = transaction.non_atomic_requests(using=alias)(view)
+    return view
 
 
 def _request_line(request: HttpRequest) -> tuple[str, Any]:

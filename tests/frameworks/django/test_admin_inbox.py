@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db import connections
 from django.test import Client
 
 from service_webhooks import Event, sign
@@ -327,3 +328,50 @@ def test_the_dashboard_mounted_over_the_orm_inbox_lists_shows_and_replays(
     assert len(flaky.runs) == 2
     replays = receiver.inbox.get(record_id).replays  # type: ignore[union-attr]
     assert [(r.reason, r.forced) for r in replays] == [("processed", False)]
+
+
+def test_a_replay_whose_handler_fails_in_the_database_leaves_the_others_work_under_atomic_requests(
+    kit: ModuleType, admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``ATOMIC_REQUESTS``, the whole action ran in one transaction: a replayed
+    handler's database error rolled back the deliveries replayed before it, their
+    handlers' rows and records too, while the page said "200 processed"."""
+    from sw_testapp.models import Delivery
+
+    fixed = False
+
+    def writes(event: Event[Any]) -> None:
+        if not fixed:
+            raise RuntimeError("a bug in the handler")
+        Delivery.objects.create(note_id=event.data["id"])
+
+    def conflicts(event: Event[Any]) -> None:
+        if not fixed:
+            raise RuntimeError("a bug in the handler")
+        row = Delivery.objects.create(note_id=event.data["id"])
+        Delivery.objects.create(pk=row.pk, note_id=event.data["id"])  # IntegrityError
+
+    receiver.router.declare("test.writes", "test.conflicts")
+    receiver.on("test.writes")(writes)
+    receiver.on("test.conflicts")(conflicts)
+    try:
+        first, second = kit.envelope("test.writes"), kit.envelope("test.conflicts")
+        assert (deliver(kit, first), deliver(kit, second)) == (500, 500)
+        fixed = True
+        monkeypatch.setitem(connections.settings["default"], "ATOMIC_REQUESTS", True)
+        admin_client.get(URL)  # sets the CSRF cookie, as the page does
+        action = {
+            "action": "replay",
+            "_selected_action": [recorded(first).id, recorded(second).id],
+            "index": 0,
+            "csrfmiddlewaretoken": admin_client.cookies["csrftoken"].value,
+        }
+        page = admin_client.post(URL, action, follow=True).content.decode()
+    finally:
+        receiver.remove(writes)
+        receiver.remove(conflicts)
+    assert f"Delivery {recorded(first).id}: 200 processed" in page
+    assert f"Delivery {recorded(second).id}: 500 handler_failed" in page
+    assert Delivery.objects.filter(note_id=json.loads(first)["data"]["id"]).count() == 1
+    assert [r["reason"] for r in recorded(first).replays] == ["processed"]
+    assert [r["reason"] for r in recorded(second).replays] == ["handler_failed"]

@@ -115,6 +115,18 @@ def test_a_urlconf_with_one_spelling_is_a_warning() -> None:
     assert 'path("webhooks", include(' in str(found[1].hint)
 
 
+def test_a_webhook_url_inside_i18n_patterns_is_a_warning() -> None:
+    """``LocaleMiddleware`` answers ``/webhooks`` with a 302 to ``/en/webhooks``: both
+    spellings of ``/en-us/webhooks`` resolved, so nothing was reported."""
+    with override_settings(ROOT_URLCONF="sw_testproject.urls_i18n"):
+        found = checks.run_checks(tags=["service_webhooks"])
+    assert [m.id for m in found] == ["service_webhooks.W004"]
+    assert found[0].msg.startswith("A webhook URL is inside i18n_patterns():")
+    assert "outside i18n_patterns()" in str(found[0].hint)
+    with override_settings(ROOT_URLCONF="sw_testproject.urls_i18n_unprefixed"):
+        assert checks.run_checks(tags=["service_webhooks"]) == []
+
+
 def test_a_webhook_url_taken_by_another_view_is_a_warning() -> None:
     with override_settings(ROOT_URLCONF="sw_testproject.urls_shadowed"):
         found = checks.run_checks(tags=["service_webhooks"])

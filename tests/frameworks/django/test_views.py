@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connections
 from django.test import AsyncClient, Client
 from django.urls import resolve
 
@@ -163,9 +164,29 @@ def test_the_view_is_csrf_exempt_and_outside_atomic_requests(kit: ModuleType) ->
     assert response.status_code == 200
     view: Callable[..., Any] = webhook_view()
     assert getattr(view, "csrf_exempt", False) is True
-    assert getattr(view, "_non_atomic_requests", set()) == {"default"}
+    assert getattr(view, "_non_atomic_requests", set()) == set(connections)  # every database
     assert inspect.iscoroutinefunction(webhook_view(asynchronous=True))
     assert not inspect.iscoroutinefunction(webhook_view(asynchronous=False))
+
+
+@pytest.mark.parametrize("path", ["/webhooks/", "/async/webhooks/"])
+def test_atomic_requests_on_another_database_leaves_deliveries_outside_it(
+    kit: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ATOMIC_REQUESTS`` on a database other than ``default`` (where a router may keep
+    the app's records): Django refused the async view ("You cannot use ATOMIC_REQUESTS
+    with async views", a 500 for every delivery under uvicorn) and ran the plain one in
+    a transaction there (here a database that cannot be opened: every delivery failed)."""
+    monkeypatch.setitem(connections.settings["down"], "ATOMIC_REQUESTS", True)
+    body = kit.envelope()
+    headers = {kit.SIGNATURE_HEADER: kit.signed(body)}
+    post: Callable[..., Any]
+    if path.startswith("/async/"):
+        post = async_to_sync(AsyncClient().post)
+    else:
+        post = Client(raise_request_exception=True).post
+    response = post(path, data=body, content_type="application/json", headers=headers)
+    assert (response.status_code, response.json()["reason"]) == (200, "processed")
 
 
 def test_a_form_encoded_delivery_is_read_raw(kit: ModuleType) -> None:
