@@ -56,6 +56,12 @@ _HINT = (
     "pass --allow-private-destinations to reach a receiver on this machine"
 )
 
+_REDIRECT_HINT = (
+    "hint: the service never follows redirects, and its retries get the same answer: "
+    "the receiver's configuration redirects (a Mount at the webhook path, a "
+    "trailing-slash or HTTPS redirect)"
+)
+
 _SHOWN_RESPONSE = 200  # characters of the response body echoed for information
 _READ_LIMIT = 1024  # bytes of the response body read at most (the emulator's snippet_size)
 USER_AGENT = "service-webhooks-send"
@@ -147,6 +153,8 @@ def send(
     click.echo(_answer_line(attempt))
     if attempt.failure is Failure.RESERVED_ADDRESS:
         click.echo(_HINT, err=True)
+    if attempt.status is not None and 300 <= attempt.status < 400:
+        click.echo(_REDIRECT_HINT, err=True)
     text = attempt.response_snippet[:_SHOWN_RESPONSE].strip()
     if text:  # the receiver's bytes: no line breaks or terminal escapes of its own
         click.echo(f"response: {printable(text)}")

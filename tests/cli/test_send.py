@@ -118,6 +118,29 @@ def test_status_is_classified(
     assert abs(header.timestamp - time.time()) < 60
 
 
+@pytest.mark.parametrize("status", [301, 307, 308])
+def test_a_redirect_gets_a_hint(server: tuple[str, Recorder], status: int) -> None:
+    """A 3xx is a set-up that redirects (a Mount at the webhook path, an HTTPS redirect):
+    every retry gets it too, whatever its class."""
+    url, _ = server
+    result = run_send(
+        f"{url}/status/{status}", "--secret", SECRET, "--org", ORG, "--event", "note.created",
+        "--data", DATA,
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "hint: the service never follows redirects" in result.stderr
+
+
+@pytest.mark.parametrize("status", [200, 404, 503])
+def test_other_statuses_get_no_redirect_hint(server: tuple[str, Recorder], status: int) -> None:
+    url, _ = server
+    result = run_send(
+        f"{url}/status/{status}", "--secret", SECRET, "--org", ORG, "--event", "note.created",
+        "--data", DATA,
+    )  # fmt: skip
+    assert "redirect" not in result.output
+
+
 def test_version_and_timestamp(server: tuple[str, Recorder]) -> None:
     url, recorder = server
     result = run_send(

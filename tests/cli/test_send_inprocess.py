@@ -113,7 +113,7 @@ def test_status_without_body(transport: Any, status: int, line: str, exit_code: 
     transport(lambda request: httpx.Response(status))
     result = run(*event_args())
     assert result.exit_code == exit_code
-    assert result.output.splitlines()[1:] == [line]  # an empty body prints no response line
+    assert result.stdout.splitlines()[1:] == [line]  # an empty body prints no response line
 
 
 @pytest.mark.parametrize(
