@@ -2,7 +2,8 @@
 
 Read, call, write: the view hands the method, the header lines the receiver reads
 (from the ``environ``) and the WSGI input stream (never ``request.data`` or
-``request.form``: form parsing would empty them) to
+``request.form``: form parsing would empty them; werkzeug's copy when a hook of the app
+read the body first, see :class:`_Body`) to
 :meth:`~service_webhooks.WebhookReceiver.handle`, which reads at most ``limit + 1``
 bytes and decides the answer, and writes its :class:`~service_webhooks.Outcome`.
 ``limit`` is the receiver's ``max_body_size`` (1 MiB, spec §6.1), or Flask's
@@ -35,6 +36,7 @@ Extension, configured from ``app.config`` (keys in :data:`CONFIG_KEYS`); it also
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -83,7 +85,9 @@ def webhook_blueprint(
 
     Args:
         receiver: The configured receiver.
-        url: The rule, relative to the blueprint's ``url_prefix``.
+        url: The rule, relative to the blueprint's ``url_prefix``. Variable parts
+            (``"/<tenant>"``, here or in the prefix) are left to the app's hooks, in
+            ``request.view_args``.
         name: The blueprint name (unique per app).
 
     Raises:
@@ -267,6 +271,47 @@ def _warn_unknown_keys(config: Mapping[str, Any]) -> None:
         logger.warning("app.config[%r] is no service-webhooks setting, ignored%s", key, meant)
 
 
+class _Body:
+    """The view's reader of the request body, which is read once for the whole request.
+
+    The server's input stream can be read only once: a second reader blocks under
+    ``flask run`` until the client gives up, and gets nothing under gunicorn (a 401 that
+    the service never retries). So the body one of the app's hooks read before the view
+    (``request.get_data()``, ``get_json()``, ``request.data``) is taken from werkzeug's
+    copy, and a stream werkzeug opened (``request.form`` of a JSON body) is read on;
+    else the view reads the server's stream (never a form parse). :meth:`keep` then
+    leaves the bytes read to the app's later hooks (``after_request``,
+    ``teardown_request``), as ``request.get_data()`` returns them.
+    """
+
+    def __init__(self) -> None:
+        kept: bytes | None = getattr(request, "_cached_data", None)  # get_data()'s copy
+        stream = None if kept is not None else request.__dict__.get("stream")
+        self._read: Callable[[int], bytes]
+        if kept is not None:
+            self._read = io.BytesIO(kept).read
+        else:  # werkzeug's stream when the app opened it, else the server's
+            self._read = body_reader((stream or get_input_stream(request.environ)).read)
+        self._opened = stream is not None
+        self._chunks: list[bytes] = []
+
+    def read(self, size: int) -> bytes:
+        chunk = self._read(size)  # a broken body: b"" (a 4xx), not a 500
+        self._chunks.append(chunk)
+        return chunk
+
+    def keep(self) -> None:
+        """Werkzeug's ``stream`` (a cached property) becomes the bytes read."""
+        body = b"".join(self._chunks)
+        if self._opened and self._chunks and not body and request.content_length:
+            logger.warning(
+                "service_webhooks: the app read a delivery's body before the webhook view "
+                "and did not keep it (request.stream.read(), or a form parse), so the "
+                "receiver got none: read it with request.get_data(), which keeps it"
+            )
+        request.__dict__["stream"] = io.BytesIO(body)
+
+
 def _current_receiver(app: Flask) -> WebhookReceiver:
     receiver: WebhookReceiver = app.extensions[EXTENSION_KEY]
     return receiver
@@ -281,14 +326,16 @@ def _blueprint(receiver_of: Callable[[Flask], WebhookReceiver], url: str, name: 
     def register(state: BlueprintSetupState) -> None:
         app = cast(Flask, state.app)  # one view per app: that app's receiver, its responses
 
-        def deliver() -> Response:
+        def deliver(**view_args: object) -> Response:  # a prefix's "/<tenant>": the hooks'
             environ = request.environ
+            body = _Body()
             outcome = receiver_of(app).handle(
                 environ.get("REQUEST_METHOD", ""),  # as sent: request.method is upper-cased
                 environ_headers(environ),  # not request.headers: see adapters/_wsgi.py
-                body_reader(get_input_stream(environ).read),  # a broken body: 4xx, not 500
+                body.read,
                 max_body_size=request.max_content_length,  # Flask's cap, when smaller
             )
+            body.keep()
             return app.response_class(
                 outcome.body,
                 status=outcome.status,

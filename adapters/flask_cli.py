@@ -15,7 +15,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from service_webhooks import WebhookReceiver
-from service_webhooks.inbox import Inbox
+from service_webhooks.inbox import Inbox, SQLiteInbox
 from service_webhooks.inbox.commands import (
     check_replay_selection,
     dry_run_line,
@@ -59,7 +59,14 @@ def _inbox() -> tuple[WebhookReceiver, Inbox]:
         raise click.UsageError("ServiceWebhooks.init_app(app) was not called for this app")
     if receiver.inbox is None:
         raise click.UsageError("the app's receiver keeps no inbox (SERVICE_WEBHOOKS_INBOX)")
-    return receiver, receiver.inbox
+    inbox = receiver.inbox
+    if isinstance(inbox, SQLiteInbox) and not inbox.path.exists():  # never made on the spot
+        raise click.ClickException(
+            f"no inbox at {inbox.path.absolute()}: the file does not exist (a relative "
+            "sqlite: path is taken from the working directory: run the command where the "
+            "app runs, or configure an absolute path)"
+        )
+    return receiver, inbox
 
 
 def _select(*filters: Any) -> Any:

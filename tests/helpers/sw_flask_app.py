@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from flask import Flask, current_app, g
+from flask import Flask, Response, current_app, g, request
 
 from service_webhooks import Event, SQLiteStore, Unprocessable, WebhookReceiver
 from service_webhooks.adapters.flask import ServiceWebhooks, webhook_blueprint
@@ -52,6 +52,17 @@ def create_app(store: str | None = None, broken: str | None = None) -> Flask:
     @app.before_request
     def mark() -> None:
         g.marker = "set-by-before-request"
+
+    @app.before_request
+    def read_body_first() -> None:  # an app hook reading the body before the view
+        if request.headers.get("X-Test-Read-Body") == "before":
+            g.body = request.get_data()
+
+    @app.after_request
+    def read_body_after(response: Response) -> Response:  # and one reading it after
+        if request.headers.get("X-Test-Read-Body") == "after":
+            response.headers["X-Test-Body-Size"] = str(len(request.get_data()))
+        return response
 
     @app.get("/bare")
     def bare() -> str:

@@ -258,3 +258,20 @@ def test_an_app_without_an_inbox() -> None:
     result = app.run("list")
     assert result.exit_code == 2
     assert "keeps no inbox" in result.output
+
+
+@pytest.mark.parametrize("argv", [["list"], ["show", "01a2"], ["replay", "--status", "5xx"]])
+def test_a_missing_sqlite_file_is_an_error_not_an_empty_inbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """The default ``sqlite:service_webhooks.sqlite3`` is relative: run from another
+    directory than the app's, the commands listed an empty inbox (exit 0) and left a new
+    database file there."""
+    monkeypatch.chdir(tmp_path)
+    app = App(inbox=True, SERVICE_WEBHOOKS_STORE="sqlite:service_webhooks.sqlite3")
+    result = app.run(*argv)
+    assert result.exit_code == 1
+    where = tmp_path / "service_webhooks.sqlite3"
+    assert f"no inbox at {where}: the file does not exist" in result.output
+    assert "working directory" in result.output
+    assert not where.exists()

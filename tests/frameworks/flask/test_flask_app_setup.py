@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flask import Flask, redirect, request
+from flask import Flask, Response, redirect, request
 
 from service_webhooks import ConfigurationError, WebhookReceiver, sign
 from service_webhooks.adapters.flask import EXTENSION_KEY, ServiceWebhooks, webhook_blueprint
@@ -192,3 +193,90 @@ def test_the_documented_csrf_exemption_lets_deliveries_through() -> None:
     assert client.post("/webhooks", data=body, headers=headers).status_code == 400  # the token
     csrf.exempt(app.blueprints["service_webhooks"])
     assert client.post("/webhooks", data=body, headers=headers).status_code == 200
+
+
+_BEFORE_VIEW = {
+    "get_data": lambda: request.get_data(),
+    "get_json": lambda: request.get_json(silent=True),
+    "data": lambda: request.data,
+    "json": lambda: request.json,
+    "form": lambda: request.form,  # a JSON body: werkzeug opens the stream, reads nothing
+    "values": lambda: request.values,
+    "stream": lambda: request.stream,
+}
+
+
+@pytest.mark.parametrize("read", list(_BEFORE_VIEW.values()), ids=list(_BEFORE_VIEW))
+def test_a_hook_reading_the_body_before_the_view_leaves_it_to_the_receiver(
+    read: Callable[[], object],
+) -> None:
+    """A ``before_request`` hook of the app (request logging, an audit) reads the body
+    through werkzeug: the view takes werkzeug's copy, not the spent server stream (it got
+    nothing, and answered 401, which the service never retries)."""
+    app = configured()
+
+    @app.before_request
+    def hook() -> None:
+        read()
+
+    ServiceWebhooks(app)
+    body, headers = delivery()
+    headers["Content-Type"] = "application/json"
+    response = app.test_client().post("/webhooks", data=body, headers=headers)
+    assert (response.status_code, response.json) == (200, {"status": 200, "reason": "unhandled"})
+
+
+def test_hooks_after_the_view_read_the_exact_body() -> None:
+    app = configured()
+    seen: list[bytes] = []
+
+    @app.after_request
+    def after(response: Response) -> Response:
+        seen.append(request.get_data())
+        return response
+
+    @app.teardown_request
+    def teardown(error: BaseException | None) -> None:
+        seen.append(request.get_data())
+
+    ServiceWebhooks(app)
+    body, headers = delivery()
+    assert app.test_client().post("/webhooks", data=body, headers=headers).status_code == 200
+    assert seen == [body, body]
+
+
+def test_a_body_read_before_the_view_and_not_kept_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``request.stream.read()`` keeps no copy: nothing is left for the receiver (401),
+    and the log says why instead of only "signature"."""
+    app = configured()
+
+    @app.before_request
+    def hook() -> None:
+        request.stream.read()
+
+    ServiceWebhooks(app)
+    body, headers = delivery()
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        response = app.test_client().post("/webhooks", data=body, headers=headers)
+    assert response.status_code == 401
+    assert "read a delivery's body before the webhook view" in caplog.text
+    assert "request.get_data()" in caplog.text
+
+
+def test_variable_parts_of_the_rule_and_its_prefix_reach_the_hooks_not_the_view() -> None:
+    """``url_prefix="/<tenant>"`` (or a variable in ``url``) made every delivery a 500:
+    Flask passed the value to the view, which took no argument."""
+    app = Flask("tenants")
+    receiver = WebhookReceiver(secrets=SECRET, store="memory", inbox=False)
+    seen: list[dict[str, Any] | None] = []
+    app.before_request(lambda: seen.append(request.view_args))
+    app.register_blueprint(webhook_blueprint(receiver), url_prefix="/<tenant>")
+    app.register_blueprint(webhook_blueprint(receiver, url="/hooks/<int:n>", name="numbered"))
+    client = app.test_client()
+    for path in ("/acme/webhooks", "/acme/webhooks/", "/hooks/7", "/hooks/7/"):
+        body, headers = delivery()
+        answer = client.post(path, data=body, headers=headers)
+        assert (answer.status_code, answer.json) == (200, {"status": 200, "reason": "unhandled"})
+    assert seen == [{"tenant": "acme"}] * 2 + [{"n": 7}] * 2

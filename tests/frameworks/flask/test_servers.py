@@ -204,3 +204,26 @@ def test_expect_100_continue_is_answered_by_the_server_then_413(
     body = kit.envelope()
     answer = kit.contract.expect_continue_with_length(running.port, "/webhooks", body, 2**21)
     assert (answer.interim, answer.status, answer.reason) == (interim, 413, "payload_too_large")
+
+
+@pytest.mark.parametrize("hook", ["before", "after"])
+@pytest.mark.parametrize("server", ["recommended", "flask_run"])
+def test_an_app_hook_reading_the_body_leaves_the_delivery_intact(
+    kit: ModuleType, request: pytest.FixtureRequest, server: str, hook: str
+) -> None:
+    """An app-wide hook calling ``request.get_data()`` before the view (the view read the
+    server's stream again: gunicorn gave it nothing, a 401 the service never retries, and
+    ``flask run`` blocked until the client gave up) or after it (the same, the other way
+    round): the delivery is processed and the hook gets the exact body."""
+    running = request.getfixturevalue(server)
+    body = kit.envelope()
+    head = [*kit.contract.signed_head("POST", "/webhooks", body), f"X-Test-Read-Body: {hook}"]
+    sock = kit.contract.raw_open(running.port, [*head, f"Content-Length: {len(body)}"], body)
+    sock.settimeout(5)
+    try:
+        answer = kit.contract.raw_answer(sock)
+    finally:
+        sock.close()
+    assert (answer.status, answer.reason) == (200, "processed")
+    if hook == "after":
+        assert answer.headers["x-test-body-size"] == str(len(body))
