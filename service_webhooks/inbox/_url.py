@@ -34,7 +34,9 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
 
     Args:
         url: One of the forms above.
-        create_schema: For PostgreSQL, create the table now if missing.
+        create_schema: For PostgreSQL, create the table now if missing. A table made
+            beforehand (by your migrations, as a role that may ``CREATE``) is used as it
+            is when this URL's role may not run the DDL.
 
     Raises:
         ConfigurationError: An unknown scheme (Redis keeps no inbox) or a missing
@@ -58,7 +60,15 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
         table = ours.get("inbox_table", DEFAULT_POSTGRES_INBOX_TABLE)
         inbox = PostgresInbox(conninfo, table=table, timeout=seconds_option(ours, 5.0))
         if create_schema:
-            inbox.create_schema()
+            import psycopg
+
+            try:
+                inbox.create_schema()
+            except psycopg.errors.InsufficientPrivilege:
+                # CREATE ... IF NOT EXISTS asks for the privilege even when the table
+                # exists: a role that only writes the records gets here
+                if not inbox.has_table():
+                    raise
         return inbox
     raise ConfigurationError(
         f"no inbox for URL{quoted_scheme(text)}: use memory, sqlite:PATH or postgresql://…"

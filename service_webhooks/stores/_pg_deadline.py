@@ -14,6 +14,13 @@ where psycopg_pool's own queue costs a task, a condition and a timeout handler p
 waiter, and with more deliveries in flight than connections nearly every statement
 waits. The semaphore is sized once, at the pool's first use here.
 
+A pooled connection the server has ended while it sat idle (``idle_session_timeout``,
+``pg_terminate_backend``, a restart or a failover) is discarded at checkout, and another
+taken: such a server sends its reason and closes its end, so the idle socket is
+readable, where a live idle connection has nothing to read. One ``poll`` with no wait,
+not a round trip; without it the next statement on that connection failed (503), and
+an endpoint quieter than the server's idle timeout failed every delivery and retry.
+
 Used by :class:`~service_webhooks.stores.PostgresStore` and
 :class:`~service_webhooks.inbox.PostgresInbox`.
 """
@@ -26,6 +33,7 @@ import heapq
 import itertools
 import math
 import os
+import select
 import socket
 import threading
 import time
@@ -69,6 +77,22 @@ def connection_kwargs(
     return kwargs
 
 
+def _ended_by_server(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server ended this idle pooled connection: closed, or its socket
+    readable (the server's last message, then end of file), asked without waiting."""
+    if connection.closed:
+        return True
+    try:
+        descriptor = connection.fileno()
+    except psycopg.OperationalError:
+        return True
+    if hasattr(select, "poll"):  # any descriptor number, where select() stops at 1023
+        poller = select.poll()
+        poller.register(descriptor, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([descriptor], [], [], 0)[0])  # pragma: no cover - Windows
+
+
 def _interrupt(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
     """Shut the connection's socket down: a read blocked on it returns at once."""
     try:
@@ -103,17 +127,26 @@ class Deadlines:
             TimeoutError: From ``timed_out``, when a statement outlived the deadline.
         """
         deadline = time.monotonic() + self.timeout
-        with pool.connection(timeout=self.timeout) as connection:
-            watch = _WATCHDOG.watch(connection, deadline)
-            try:
-                yield connection
-            except psycopg.OperationalError as error:
-                if _WATCHDOG.unwatch(watch):
-                    raise self.timed_out() from error
-                raise
-            finally:
-                if _WATCHDOG.unwatch(watch):
-                    connection.close()  # its socket is shut: the pool discards it
+        while True:
+            connection = pool.getconn(max(0.0, deadline - time.monotonic()))
+            if not _ended_by_server(connection):
+                break
+            connection.close()
+            pool.putconn(connection)  # closed: the pool opens another in its place
+        try:
+            with connection:  # as pool.connection(): commit, or roll back on an error
+                watch = _WATCHDOG.watch(connection, deadline)
+                try:
+                    yield connection
+                except psycopg.OperationalError as error:
+                    if _WATCHDOG.unwatch(watch):
+                        raise self.timed_out() from error
+                    raise
+                finally:
+                    if _WATCHDOG.unwatch(watch):
+                        connection.close()  # its socket is shut: the pool discards it
+        finally:
+            pool.putconn(connection)
 
     def aconnection(self, pool: AsyncConnectionPool[Any]) -> _Checkout:
         """Async twin of :meth:`connection` (``async with``)."""
@@ -156,10 +189,16 @@ class _Checkout:
         else:
             await gate.acquire()
         try:
-            self._connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
+            while True:
+                connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
+                if not _ended_by_server(connection):
+                    break
+                await connection.close()
+                await self._pool.putconn(connection)  # the pool opens another instead
         except BaseException:
             gate.release()
             raise
+        self._connection = connection
         self._timer = loop.call_at(deadline, self._interrupt)
         return self._connection
 

@@ -29,6 +29,7 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from typing import Any
 
@@ -48,6 +49,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise missing_extra("redis", "redis", what="RedisStore", cause=error) from error
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
+
+logger = logging.getLogger("service_webhooks")
 
 DEFAULT_PREFIX = "service_webhooks:idempotency:"
 """Prepended to every idempotency key to form the Redis key."""
@@ -222,12 +225,39 @@ class RedisStore:
         here, at once, instead of as a 503 on the first delivery. A no-op for a store
         with only an asyncio client.
 
+        Then reads the server's ``INFO`` (skipped when an ACL refuses it): a replica,
+        where every claim would fail, is refused; a server that evicts keys when its
+        memory is full (a ``maxmemory`` with a policy other than ``noeviction``) is
+        logged as a warning, since an evicted record runs its event's handlers again.
+
         Raises:
             redis.RedisError: The server cannot be reached or refused (its message
                 never holds the password).
+            redis.exceptions.ReadOnlyError: The server is a replica.
         """
-        if self._client is not None:
-            self._client.ping()
+        if self._client is None:
+            return
+        self._client.ping()
+        try:
+            replication = self._client.info("replication")
+            memory = self._client.info("memory")
+        except redis.exceptions.ResponseError:  # INFO refused (an ACL): nothing to check
+            return
+        if replication.get("role") == "slave":
+            primary = f"{replication.get('master_host')}:{replication.get('master_port')}"
+            raise redis.exceptions.ReadOnlyError(
+                f"{self!r} is a replica of {primary}: every claim would fail "
+                "(READONLY); give the primary's URL"
+            )
+        policy = memory.get("maxmemory_policy", "noeviction")
+        if memory.get("maxmemory") and policy != "noeviction":
+            logger.warning(
+                "service_webhooks: %r may evict keys (maxmemory-policy %s): an evicted "
+                "record runs its event's handlers again on a duplicate delivery; give "
+                "the idempotency keys a Redis with maxmemory-policy noeviction",
+                self,
+                policy,
+            )
 
     def close(self) -> None:
         """Close the sync client this store opened (a client you passed in stays open)."""

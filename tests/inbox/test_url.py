@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -88,3 +90,51 @@ def test_postgresql_keeps_the_driver_options_and_takes_its_own_table() -> None:
     assert inbox.table == "my_inbox"  # type: ignore[attr-defined]
     text = repr(inbox)
     assert "store_table" not in text
+
+
+def test_a_postgresql_inbox_made_beforehand_serves_a_role_that_may_not_create(
+    postgres_url: str,
+) -> None:
+    """The table made from ``schema_sql()`` by its owner (migrations) and granted to the
+    receiver's role: ``inbox="postgresql://…"`` records into it. Before, its ``CREATE …
+    IF NOT EXISTS`` was refused (``permission denied``) even though the table existed,
+    and the receiver did not start. A missing table that role may not create is still
+    the database's refusal."""
+    import psycopg
+
+    from service_webhooks import MemoryStore, WebhookReceiver, sign
+    from service_webhooks.inbox import PostgresInbox
+
+    run = uuid.uuid4().hex[:10]
+    role, schema = f"sw_inbox_writer_{run}", f"sw_inbox_made_{run}"
+    parts = urlsplit(postgres_url)
+    url = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN".encode())
+        try:
+            admin.execute(f"CREATE SCHEMA {schema}".encode())
+            admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}".encode())
+            admin.execute(PostgresInbox.schema_sql(f"{schema}.inbox").encode())
+            grant = f"GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.inbox TO {role}"
+            admin.execute(grant.encode())
+
+            receiver = WebhookReceiver(
+                "whsec-made", store=MemoryStore(), inbox=f"{url}?inbox_table={schema}.inbox"
+            )
+            inbox = receiver.inbox
+            assert inbox is not None
+            try:
+                data = b'{"id": "n-1", "author": "a@b.c", "text": "hi"}'
+                body = b'{"eventName": "note.created", "version": 1, "data": ' + data + b"}"
+                outcome = receiver.process(body, sign(body, "whsec-made", "o-1"))
+                assert (outcome.status, outcome.reason) == (200, "unhandled")
+                assert [r.reason for r in inbox.search().items] == ["unhandled"]
+            finally:
+                inbox.close()  # type: ignore[attr-defined]
+
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                inbox_from_url(f"{url}?inbox_table={schema}.never_made")
+        finally:
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE".encode())
+            admin.execute(f"DROP OWNED BY {role}".encode())
+            admin.execute(f"DROP ROLE {role}".encode())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -113,3 +114,34 @@ def test_worker_killed_mid_handler_is_retried_after_the_lease(
     assert [(a.status, a.reason) for a in deliver(healthy.url, ["victim"])] == [(200, "processed")]
     assert backend.counts() == {"victim": 2}
     assert [(a.status, a.reason) for a in deliver(healthy.url, ["victim"])] == [(200, "duplicate")]
+
+
+def test_a_postgres_restart_between_deliveries_costs_them_nothing(
+    throwaway_postgres: Any, postgres_url: str, serve: Any, deliver: Any
+) -> None:
+    """The pool's connections die with the server; the deliveries after its restart
+    take new ones instead of failing on those (before: one 503 per pooled connection,
+    and the handler ran again when a completion was the call that failed)."""
+    import psycopg
+
+    store_url = throwaway_postgres.url + "?table=service_webhooks_idempotency"
+    _create_schema(store_url)
+    runs = f"sw_restart_runs_{uuid.uuid4().hex[:12]}"  # on the shared server, which stays up
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE TABLE {runs} (note_id text NOT NULL)")
+        try:
+            env = {"SW_SCALE_STORE": store_url, "SW_SCALE_COUNT": f"{postgres_url}#{runs}"}
+            server = serve(env, workers=1)
+            before = [f"before-{n}" for n in range(24)]
+            assert {(a.status, a.reason) for a in deliver(server.url, before, 8)} == {
+                (200, "processed")
+            }
+            throwaway_postgres.stop()
+            throwaway_postgres.start()
+            after = [f"after-{n}" for n in range(24)]
+            answers = Counter((a.status, a.reason) for a in deliver(server.url, after, 8))
+            assert answers == {(200, "processed"): len(after)}
+            rows = admin.execute(f"SELECT note_id, count(*) FROM {runs} GROUP BY note_id")  # noqa: S608
+            assert dict(rows.fetchall()) == dict.fromkeys(before + after, 1)
+        finally:
+            admin.execute(f"DROP TABLE {runs}")

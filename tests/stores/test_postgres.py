@@ -294,6 +294,35 @@ def test_statement_timeout_joins_the_options_of_the_url(admin: Admin) -> None:
     store.close()
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_pooled_connection_the_server_ended_while_idle_is_not_used(
+    admin: Admin, schema: str, use_async: bool
+) -> None:
+    """``idle_session_timeout`` (set here for the store's own sessions only) ends its
+    pooled connections between deliveries, as a restart or a failover would: each call
+    after a pause takes a live connection instead of failing on the dead one (before,
+    every delivery to a quiet endpoint failed: 503, and so did the service's retry)."""
+    if admin.info.server_version < 140000:
+        pytest.skip("idle_session_timeout needs PostgreSQL 14")
+    url = URL + "?options=-c%20idle_session_timeout%3D200"
+    store = PostgresStore(url, table=f"{schema}.keys", min_size=1, max_size=2)
+    store.create_schema()
+    try:
+        for round_ in range(3):
+            if use_async:
+                assert await store.aclaim(f"k{round_}", "t", 60) is ClaimState.NEW
+                assert await store.acomplete(f"k{round_}", "t", 3600) is True
+            else:
+                assert store.claim(f"k{round_}", "t", 60) is ClaimState.NEW
+                assert store.complete(f"k{round_}", "t", 3600) is True
+            await asyncio.sleep(0.6)  # the server ends every idle session of the store
+    finally:
+        store.close()
+        await store.aclose()
+    row = admin.execute(f"SELECT count(*) FROM {schema}.keys WHERE state = 'done'").fetchone()  # noqa: S608
+    assert row == (3,)
+
+
 def test_a_store_given_by_url_creates_its_table_on_first_use(admin: Admin, schema: str) -> None:
     from service_webhooks.stores._url import store_from_url
 

@@ -169,3 +169,55 @@ def test_ping_asks_the_server_once_and_says_why_it_cannot(client: redis.Redis) -
     RedisStore.from_url(URL).ping()
     with pytest.raises(redis.ConnectionError, match=r"(?i)refused"):
         RedisStore.from_url("redis://:PW-never@127.0.0.1:1/0").ping()
+
+
+def test_ping_warns_of_a_server_that_evicts_the_records(
+    frozen_redis: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a ``maxmemory`` and any policy but ``noeviction`` (``volatile-*`` included:
+    every record has a TTL), Redis deletes records when full, and a duplicate of an
+    evicted event runs its handlers again: ``ping()`` says so. An ACL that refuses
+    ``INFO`` leaves nothing to check."""
+    admin = redis.Redis.from_url(frozen_redis.url)
+    store = RedisStore.from_url(frozen_redis.url)
+    try:
+        for maxmemory, policy, warned in [
+            ("0", "allkeys-lru", False),  # no limit: nothing is ever evicted
+            ("64mb", "noeviction", False),  # full: writes fail (503), nothing is lost
+            ("64mb", "allkeys-lru", True),
+            ("64mb", "volatile-lru", True),
+        ]:
+            admin.config_set("maxmemory", maxmemory)
+            admin.config_set("maxmemory-policy", policy)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, "service_webhooks"):
+                store.ping()
+            assert (f"maxmemory-policy {policy}" in caplog.text) is warned, (maxmemory, policy)
+        admin.acl_setuser(
+            "no_info", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"]
+        )
+        caplog.clear()
+        port = frozen_redis.url.rsplit(":", 1)[1].split("/")[0]
+        limited = RedisStore.from_url(f"redis://no_info:pw@127.0.0.1:{port}/0")
+        with caplog.at_level(logging.WARNING, "service_webhooks"):
+            limited.ping()
+        assert caplog.text == ""
+        limited.close()
+    finally:
+        store.close()
+        admin.close()
+
+
+def test_ping_refuses_a_replica(frozen_redis: Any) -> None:
+    """A replica's URL given by mistake passed ``ping()`` and then answered every new
+    delivery 503 (``READONLY``): it is refused at once, naming its primary."""
+    admin = redis.Redis.from_url(frozen_redis.url)
+    admin.replicaof("127.0.0.1", "1")  # a primary that is not there: still a replica
+    store = RedisStore.from_url(frozen_redis.url)
+    try:
+        with pytest.raises(redis.exceptions.ReadOnlyError, match=r"replica of 127\.0\.0\.1:1\b"):
+            store.ping()
+    finally:
+        admin.replicaof("NO", "ONE")
+        store.close()
+        admin.close()

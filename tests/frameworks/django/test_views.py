@@ -182,7 +182,12 @@ def test_atomic_requests_on_another_database_leaves_deliveries_outside_it(
     headers = {kit.SIGNATURE_HEADER: kit.signed(body)}
     post: Callable[..., Any]
     if path.startswith("/async/"):
-        post = async_to_sync(AsyncClient().post)
+        client = AsyncClient()
+
+        async def apost(*args: Any, **kwargs: Any) -> Any:  # 4.2's post is not async-marked
+            return await client.post(*args, **kwargs)
+
+        post = async_to_sync(apost)
     else:
         post = Client(raise_request_exception=True).post
     response = post(path, data=body, content_type="application/json", headers=headers)
