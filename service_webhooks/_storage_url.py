@@ -15,6 +15,7 @@ from ._exceptions import ConfigurationError
 __all__ = [
     "POSTGRES_SCHEMES",
     "pop_query",
+    "prepared_statements_option",
     "quoted_scheme",
     "scheme_of",
     "seconds_option",
@@ -102,6 +103,23 @@ def seconds_option(options: dict[str, str], default: float) -> float:
     if not 0 < seconds < float("inf"):
         raise ConfigurationError(f"a store URL's timeout must be seconds > 0, not {text[:20]!r}")
     return seconds
+
+
+def prepared_statements_option(options: dict[str, str]) -> bool:
+    """The ``prepared_statements`` of a PostgreSQL URL's popped query options: ``true``
+    (the default) or ``false`` (``1``/``0``, ``on``/``off`` and ``yes``/``no`` too).
+
+    Raises:
+        ConfigurationError: Any other value.
+    """
+    text = options.get("prepared_statements", "true").strip().lower()
+    if text in ("true", "1", "on", "yes"):
+        return True
+    if text in ("false", "0", "off", "no"):
+        return False
+    raise ConfigurationError(
+        f"a PostgreSQL URL's prepared_statements must be true or false, not {text[:20]!r}"
+    )
 
 
 def pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:

@@ -172,6 +172,8 @@ class PostgresInbox(SQLInbox):
             included), so that a database that stops answering is answered 503 in
             time; searches, counts and pruning are not bounded.
         prune_every: Prune once every this many records by this object (0: never).
+        prepared_statements: ``False`` behind a pooler in transaction mode; see
+            :class:`~service_webhooks.stores.PostgresStore`.
 
     Raises:
         ConfigurationError: Neither ``conninfo`` nor ``pool``, a bad table name or bound.
@@ -190,6 +192,7 @@ class PostgresInbox(SQLInbox):
         max_size: int = 10,
         timeout: float = 5.0,
         prune_every: int = 1000,
+        prepared_statements: bool = True,
     ) -> None:
         if conninfo is None and pool is None:
             raise ConfigurationError("PostgresInbox needs a conninfo or a pool")
@@ -203,7 +206,7 @@ class PostgresInbox(SQLInbox):
         self._max_size = max_size
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
-        self._kwargs = connection_kwargs(conninfo, timeout, None)
+        self._kwargs = connection_kwargs(conninfo, timeout, None, prepared_statements)
         self._prune_every = prune_every
         self._size_total_found = False
         self._lock = threading.Lock()

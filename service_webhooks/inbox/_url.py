@@ -6,6 +6,7 @@ from .._exceptions import ConfigurationError
 from .._storage_url import (
     POSTGRES_SCHEMES,
     pop_query,
+    prepared_statements_option,
     quoted_scheme,
     scheme_of,
     seconds_option,
@@ -56,9 +57,14 @@ def inbox_from_url(url: str, *, create_schema: bool = True) -> Inbox:
 
         # ?table= names the idempotency store's table: dropped here, like ?inbox_table=;
         # ?timeout= bounds the inbox's calls as it bounds the store's
-        conninfo, ours = pop_query(text, "inbox_table", "table", "timeout")
+        conninfo, ours = pop_query(text, "inbox_table", "table", "timeout", "prepared_statements")
         table = ours.get("inbox_table", DEFAULT_POSTGRES_INBOX_TABLE)
-        inbox = PostgresInbox(conninfo, table=table, timeout=seconds_option(ours, 5.0))
+        inbox = PostgresInbox(
+            conninfo,
+            table=table,
+            timeout=seconds_option(ours, 5.0),
+            prepared_statements=prepared_statements_option(ours),
+        )
         if create_schema:
             import psycopg
 

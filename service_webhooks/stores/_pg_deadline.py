@@ -57,16 +57,23 @@ __all__ = ["Deadlines", "connection_kwargs"]
 
 
 def connection_kwargs(
-    conninfo: str | None, timeout: float, statement_timeout: float | None
+    conninfo: str | None,
+    timeout: float,
+    statement_timeout: float | None,
+    prepared_statements: bool = True,
 ) -> dict[str, Any]:
     """psycopg ``connect()`` arguments for a pool: autocommit, libpq's connect timeout
     (whole seconds) and ``tcp_user_timeout`` from ``timeout`` (unless ``conninfo`` sets
-    one), and the server-side ``statement_timeout`` added to the ``options`` that
-    ``conninfo`` sets (``None``: the server's own)."""
+    one), the server-side ``statement_timeout`` added to the ``options`` that
+    ``conninfo`` sets (``None``: the server's own), and no prepared statements when
+    ``prepared_statements`` is false (a pooler in transaction mode: each statement may
+    reach another server connection, where psycopg's prepared ones do not exist)."""
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "connect_timeout": max(2, math.ceil(timeout)),  # libpq's unit: whole seconds
     }
+    if not prepared_statements:
+        kwargs["prepare_threshold"] = None  # psycopg's switch: never prepare
     given = conninfo_to_dict(conninfo) if conninfo else {}
     if statement_timeout is not None:
         options = str(given.get("options") or "")

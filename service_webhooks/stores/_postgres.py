@@ -196,6 +196,10 @@ class PostgresStore:
         prune_every: Delete at most :data:`PRUNE_BATCH` expired rows once every this
             many successful claims made by this object (0: never; call :meth:`prune`
             yourself).
+        prepared_statements: ``False`` behind a pooler in transaction mode (PgBouncer
+            before 1.21, or without ``max_prepared_statements``): psycopg then prepares
+            no statement, which another server connection would not know (URL:
+            ``?prepared_statements=false``). Applies to the pools this store opens.
 
     Raises:
         ConfigurationError: Neither ``conninfo``, ``pool`` nor ``apool``; a bad table
@@ -217,6 +221,7 @@ class PostgresStore:
         timeout: float = 5.0,
         statement_timeout: float = 5.0,
         prune_every: int = 1000,
+        prepared_statements: bool = True,
     ) -> None:
         if conninfo is None and pool is None and apool is None:
             raise ConfigurationError("PostgresStore needs a conninfo, a pool or an apool")
@@ -246,7 +251,9 @@ class PostgresStore:
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
         try:  # parsed now: a malformed conninfo fails here, not at the first delivery
-            self._kwargs = connection_kwargs(conninfo, timeout, statement_timeout)
+            self._kwargs = connection_kwargs(
+                conninfo, timeout, statement_timeout, prepared_statements
+            )
         except psycopg.ProgrammingError as error:
             reason = redact_url(str(error).strip())
             raise ConfigurationError(f"invalid PostgreSQL conninfo: {reason}") from None

@@ -26,6 +26,7 @@ from .._exceptions import ConfigurationError
 from .._storage_url import (
     POSTGRES_SCHEMES,
     pop_query,
+    prepared_statements_option,
     quoted_scheme,
     scheme_of,
     seconds_option,
@@ -80,9 +81,13 @@ def store_from_url(url: str, *, create_schema: bool = False) -> IdempotencyStore
         from ._postgres import DEFAULT_TABLE, PostgresStore
 
         # ?inbox_table= names the inbox's table beside this store (inbox=True): not ours
-        rest, options = pop_query(text, "table", "timeout", "inbox_table")
-        table = options.get("table", DEFAULT_TABLE)
-        store = PostgresStore.from_url(rest, table=table, timeout=seconds_option(options, 5.0))
+        rest, options = pop_query(text, "table", "timeout", "inbox_table", "prepared_statements")
+        store = PostgresStore.from_url(
+            rest,
+            table=options.get("table", DEFAULT_TABLE),
+            timeout=seconds_option(options, 5.0),
+            prepared_statements=prepared_statements_option(options),
+        )
         if create_schema:
             store.create_schema()
         return store

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -90,6 +91,23 @@ def test_postgresql_keeps_the_driver_options_and_takes_its_own_table() -> None:
     assert inbox.table == "my_inbox"  # type: ignore[attr-defined]
     text = repr(inbox)
     assert "store_table" not in text
+
+
+@pytest.mark.parametrize("prepared", ["true", "false"])
+def test_a_postgresql_inbox_url_can_turn_prepared_statements_off(
+    postgres_url: str, prepared: str
+) -> None:
+    """As the store's URL (a pooler in transaction mode): libpq never sees the option."""
+    from service_webhooks import WebhookReceiver
+
+    url = f"{postgres_url}?prepared_statements={prepared}"
+    receiver = WebhookReceiver("whsec-test", store=url, inbox=True)  # the inbox beside
+    inbox: Any = receiver.inbox
+    with inbox._sync_pool().connection() as connection:
+        threshold = connection.prepare_threshold
+    inbox.close()
+    receiver.store.close()  # type: ignore[attr-defined]
+    assert (threshold is None) is (prepared == "false")
 
 
 def test_a_postgresql_inbox_made_beforehand_serves_a_role_that_may_not_create(

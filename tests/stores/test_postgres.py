@@ -323,6 +323,34 @@ async def test_a_pooled_connection_the_server_ended_while_idle_is_not_used(
     assert row == (3,)
 
 
+@pytest.mark.parametrize("prepared", ["true", "false"])
+def test_prepared_statements_can_be_turned_off_for_a_pooler(
+    admin: Admin, schema: str, prepared: str
+) -> None:
+    """``?prepared_statements=false``: psycopg prepares no statement (a PgBouncer in
+    transaction mode would hand a prepared one to a server connection without it)."""
+    from service_webhooks.stores._url import store_from_url
+
+    url = f"{URL}?table={schema}.keys&prepared_statements={prepared}"
+    store: Any = store_from_url(url)
+    store._sizes = (1, 1)  # one connection: every statement below runs on it
+    try:
+        for index in range(8):  # psycopg prepares a statement on its 5th run by default
+            assert store.claim(f"k{index}", "t", 60) is ClaimState.NEW
+        with store._sync_pool().connection() as connection:
+            row = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+    finally:
+        store.close()
+    assert (row[0] > 0) is (prepared == "true")
+
+
+def test_prepared_statements_takes_a_boolean() -> None:
+    from service_webhooks.stores._url import store_from_url
+
+    with pytest.raises(ConfigurationError, match="prepared_statements must be true or false"):
+        store_from_url(f"{URL}?prepared_statements=maybe", create_schema=False)
+
+
 def test_a_store_given_by_url_creates_its_table_on_first_use(admin: Admin, schema: str) -> None:
     from service_webhooks.stores._url import store_from_url
 
