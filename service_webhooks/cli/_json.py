@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import click
+
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
@@ -19,3 +21,15 @@ def strict_loads(text: str | bytes) -> Any:
         ValueError: Not JSON (``json.JSONDecodeError``), or one of those constants.
     """
     return json.loads(text, parse_constant=_refuse_constant)
+
+
+def json_option(text: str, option: str) -> Any:
+    """The value of ``option`` (``--data``) read with :func:`strict_loads`.
+
+    Raises:
+        click.BadParameter: Not JSON: a usage error naming ``option``.
+    """
+    try:
+        return strict_loads(text)
+    except ValueError as error:
+        raise click.BadParameter(f"not valid JSON: {error}", param_hint=option) from error

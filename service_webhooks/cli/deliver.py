@@ -34,7 +34,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from service_webhooks import WebhookError
+from service_webhooks import ConfigurationError, WebhookError
 from service_webhooks.delivery import (
     AuditEntry,
     Clock,
@@ -55,12 +55,13 @@ from service_webhooks.delivery import (
 from service_webhooks.delivery.endpoint import (
     DEFAULT_ORGANIZATION,
     SUBCATEGORY_EVENTS,
+    check_organization_id,
     check_url,
 )
 from service_webhooks.stores import redact_url
 
 from ._finite import FiniteRange
-from ._json import strict_loads
+from ._json import json_option, strict_loads
 from ._output import console as make_console
 from ._output import literal, print_table
 from ._secret import signing_secret_option
@@ -121,13 +122,11 @@ def _receiver_reason(response: str) -> str | None:
 
 
 def _attempt_line(console: Console, entry: AuditEntry, queued_at: float) -> None:
-    offset = entry.attempted_at - queued_at
-    hours, rest = divmod(int(offset), 3600)
     style = _STYLES[entry.result]
     reason = _receiver_reason(entry.response)
     said = f" [bold]{literal(reason)}[/bold]" if reason else ""
     console.print(
-        f"#{entry.attempt:<3} +{hours:02d}:{rest // 60:02d}:{rest % 60:02d} "
+        f"#{entry.attempt:<3} {_offset(entry.attempted_at - queued_at)} "
         f"[{style}]{entry.result.value:<17}[/{style}] {literal(entry.description)}{said} "
         f"[dim]({entry.duration * 1000:.0f} ms)[/dim]",
         highlight=False,
@@ -162,6 +161,15 @@ def trigger(
     service-webhooks receiver, its outcome (processed, duplicate, unhandled, ...).
     """
     console = make_console()
+    if not event_name:
+        raise click.BadParameter(
+            "an event needs a non-empty eventName (spec §2.7)", param_hint="EVENT"
+        )
+    try:
+        check_organization_id(org)
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--org") from error
+    data = None if data_json is None else json_option(data_json, "--data")
     if event_name in SUBCATEGORY_EVENTS and not subcategory:
         raise click.UsageError(
             f"{event_name} needs --subcategory: the encoded subcategory value of the "
@@ -181,7 +189,7 @@ def trigger(
         else:
             event = OutboundEvent(
                 event_name,
-                strict_loads(data_json),
+                data,
                 org,
                 version=payload_version,
                 subcategory=subcategory,
@@ -221,17 +229,37 @@ async def _trigger(
     allow_private: bool,
     console: Console,
 ) -> Delivery:
+    def report(entry: AuditEntry) -> None:
+        _attempt_line(console, entry, queued_at)
+        if not isinstance(clock, VirtualClock):  # real time: say how long the wait is
+            _wait_line(delivery, clock.now(), queued_at)
+
     async with Sender(deadline=timeout, allow_private_destinations=allow_private) as sender:
-        emulator = Emulator(
-            sender,
-            clock=clock,
-            on_attempt=lambda entry: _attempt_line(console, entry, queued_at),
-        )
+        emulator = Emulator(sender, clock=clock, on_attempt=report)
         emulator.add_endpoint(endpoint)
         queued_at = clock.now()
         (delivery,) = emulator.publish(event)
         await emulator.run()
     return delivery
+
+
+def _wait_line(delivery: Delivery, now: float, queued_at: float) -> None:
+    """After a temporary failure, on stderr: when the next attempt starts (``trigger``
+    in real time waits up to 10 minutes for it, for up to 24 hours in all)."""
+    if delivery.state is not DeliveryState.RETRYING:
+        return
+    if delivery.retry_at is None:
+        what = "no attempt fits before the 24 h deadline: the event dies then"
+    else:
+        wait = max(0.0, delivery.retry_at - now)
+        what = f"next attempt at {_offset(delivery.retry_at - queued_at)}, in {wait:.0f} s"
+    make_console(stderr=True).print(f"[dim]     {what} (Ctrl-C stops)[/dim]")
+
+
+def _offset(seconds: float) -> str:
+    """``+HH:MM:SS`` from the queueing of the event, as on the attempt lines."""
+    hours, rest = divmod(int(seconds), 3600)
+    return f"+{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def _read_events(path: Path) -> list[tuple[int, OutboundEvent]]:

@@ -12,17 +12,27 @@ JSON object per line, flushed at once::
 A duplicate (same organization and body) is answered 200 without running the handler,
 so it prints nothing. Everything else (where it listens, uvicorn's logs, the receiver's
 one line per request) goes to stderr, so stdout can be piped to ``jq``.
+
+When nothing reads stdout any more (``listen --json | jq`` and jq exits), ``listen``
+stops as a command in a pipeline does, rather than answering every later delivery
+without printing it: the delivery it could not print is answered 500
+(``handler_failed``, so the service retries it), the requests in progress are
+answered, and it exits with status 1.
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import click
 import msgspec
+from rich.console import Console
 
 from service_webhooks import (
     DEFAULT_TOLERANCE,
@@ -143,7 +153,8 @@ def listen(
         raise click.BadParameter(str(error), param_hint="--store") from error
     except Exception as error:  # the server is down, or refused the login
         raise cannot_open("store", store, error) from error
-    receiver.on_any(_json_printer() if as_json else _readable_printer())
+    output = _Stdout()
+    receiver.on_any(_json_printer(output) if as_json else _readable_printer(output))
     app = WebhookMiddleware(_not_found(path), receiver=receiver, path=path)
 
     try:
@@ -166,7 +177,11 @@ def listen(
         access_log=True,
         server_header=False,
     )
-    serve_until_stopped(uvicorn.Server(config), sock)
+    server = uvicorn.Server(config)
+    output.on_close = lambda: setattr(server, "should_exit", True)
+    serve_until_stopped(server, sock)
+    if output.closed:
+        raise SystemExit(1)
 
 
 def _reachable(store: str) -> None:
@@ -183,7 +198,51 @@ def _reachable(store: str) -> None:
             close()
 
 
-def _json_printer() -> Handler:
+class _Stdout:
+    """Where the printers write: stdout, until nothing reads it any more.
+
+    The first write that finds the pipe closed says so on stderr, calls
+    :attr:`on_close` (which stops the server) and sends stdout to ``os.devnull``, so
+    that the process's exit does not fail flushing it; the write's error propagates,
+    so the delivery it could not print is answered 500 and retried by the service.
+    """
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.on_close: Callable[[], None] = lambda: None
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around each write and flush of an event's line."""
+        try:
+            yield
+        except BrokenPipeError:
+            if not self.closed:
+                self.closed = True
+                click.echo(
+                    "service-webhooks: stdout was closed (nothing reads the events any "
+                    "more): stopping; a delivery not printed is answered 500, so the "
+                    "service retries it",
+                    err=True,
+                )
+                with suppress(OSError):  # io.UnsupportedOperation: stdout has no file
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, sys.stdout.fileno())
+                    os.close(devnull)
+                self.on_close()
+            raise
+
+
+class _PipeConsole(Console):
+    """A rich console that raises ``BrokenPipeError`` (rich's own exits the process
+    with ``SystemExit``, which uvicorn answers 500 without a record and after which
+    every event is processed without being printed)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)) from None
+
+
+def _json_printer(output: _Stdout) -> Handler:
     """A catch-all handler writing one JSON object per event on stdout, flushed."""
     encoder = msgspec.json.Encoder()
 
@@ -196,18 +255,20 @@ def _json_printer() -> Handler:
                 "data": msgspec.to_builtins(event.data),
             }
         )
-        sys.stdout.buffer.write(line + b"\n")
-        sys.stdout.buffer.flush()
+        if output.closed:  # stopping: not printed, so not processed
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        with output.writing():
+            sys.stdout.buffer.write(line + b"\n")
+            sys.stdout.buffer.flush()
 
     return print_json
 
 
-def _readable_printer() -> Handler:
+def _readable_printer(output: _Stdout) -> Handler:
     """A catch-all handler printing ``time  org  event vN  {compact data}`` with rich."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+    console = _PipeConsole(file=sys.stdout, soft_wrap=True, highlight=False)
 
     async def print_readable(event: Event[Any]) -> None:
         summary = printable(msgspec.json.encode(msgspec.to_builtins(event.data)).decode())
@@ -224,8 +285,11 @@ def _readable_printer() -> Handler:
             "  ",
             summary,
         )
-        console.print(line)
-        console.file.flush()
+        if output.closed:  # stopping: not printed, so not processed
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        with output.writing():
+            console.print(line)
+            console.file.flush()
 
     return print_readable
 

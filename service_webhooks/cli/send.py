@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import http
-from typing import IO, Any
+from typing import IO
 
 import click
 import httpx
@@ -43,7 +43,7 @@ from service_webhooks.delivery.endpoint import check_organization_id, check_url
 from service_webhooks.stores import redact_url
 from service_webhooks.testing.signer import envelope
 
-from ._json import strict_loads
+from ._json import json_option
 from ._secret import signing_secret_option
 
 __all__ = ["DEADLINE", "send"]
@@ -144,7 +144,7 @@ def send(
                 "body with --body-file",
                 param_hint="--event",
             )
-        body = envelope(event_name, _parse_json(data), version=event_version)
+        body = envelope(event_name, json_option(data, "--data"), version=event_version)
     what = f"{printable(event_name)} v{event_version}" if event_name is not None else "body file"
     click.echo(f"POST {printable(redact_url(url))}  {what}  org {org}  ({len(body)} bytes)")
     attempt = asyncio.run(
@@ -191,15 +191,6 @@ def _answer_line(attempt: AttemptResult) -> str:
     if description.startswith(("not sent", "no response")):
         return f"{description}: {label}"
     return f"no response ({description}): {label}"
-
-
-def _parse_json(text: str) -> Any:
-    """``--data`` as strict JSON: ``NaN`` and ``Infinity`` are refused (RFC 8259), as
-    they would be sent as is and make the body invalid JSON."""
-    try:
-        return strict_loads(text)
-    except ValueError as error:
-        raise click.BadParameter(f"not valid JSON: {error}", param_hint="--data") from error
 
 
 def _check_url(url: str) -> None:

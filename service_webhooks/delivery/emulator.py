@@ -86,6 +86,9 @@ class Delivery:
         state: The current :class:`DeliveryState`.
         attempts: Its audit entries, oldest first.
         finished_at: When it reached a final state, clock seconds.
+        retry_at: While it is ``RETRYING``: when its next attempt is due, clock seconds
+            (the rate limiter may delay it further), or ``None`` when no attempt fits
+            before the 24 h deadline (it dies then).
         id: Unique per delivery (a duplicate has its own).
     """
 
@@ -96,6 +99,7 @@ class Delivery:
     state: DeliveryState = DeliveryState.QUEUED
     attempts: list[AuditEntry] = field(default_factory=list)
     finished_at: float | None = None
+    retry_at: float | None = None
     id: str = field(default_factory=lambda: f"dlv_{next(_delivery_ids)}")
 
 
@@ -162,7 +166,8 @@ class Emulator:
         on_failure_notification: Callback for the failure rule; used when ``audit``
             is not given.
         on_dead: Called with each :class:`~.audit.DeadEvent`.
-        on_attempt: Called with each :class:`~.audit.AuditEntry` as it is recorded.
+        on_attempt: Called with each :class:`~.audit.AuditEntry` as it is recorded, once
+            its delivery's ``state`` (and ``retry_at``) say what comes next.
         duplicates: Share of deliveries to duplicate, ``0 <= p <= 1``.
         duplicate_delay: A duplicate is queued up to this many clock seconds later.
         shuffle: Start due attempts in random order.
@@ -380,9 +385,8 @@ class Emulator:
         entry = self._entry(delivery, len(delivery.attempts) + 1, started, outcome)
         delivery.attempts.append(entry)
         self.audit.record(entry)
-        if self.on_attempt is not None:
-            self.on_attempt(entry)
         ended = self.clock.now()
+        delivery.retry_at = None
         if outcome.result is Result.SUCCESS:
             delivery.state, delivery.finished_at = DeliveryState.SUCCEEDED, ended
         elif outcome.result is Result.PERMANENT_FAILURE:
@@ -392,11 +396,14 @@ class Emulator:
             at = self.policy.next_attempt_at(
                 delivery.queued_at, ended, len(delivery.attempts), self.rng
             )
+            delivery.retry_at = at
             # No attempt fits before the deadline: the event dies at the deadline.
             self._push(self.policy.deadline(delivery.queued_at) if at is None else at, delivery)
+        if self.on_attempt is not None:  # the delivery's state already says what comes next
+            self.on_attempt(entry)
 
     def _die(self, delivery: Delivery, now: float) -> None:
-        delivery.state, delivery.finished_at = DeliveryState.DEAD, now
+        delivery.state, delivery.finished_at, delivery.retry_at = DeliveryState.DEAD, now, None
         last = delivery.attempts[-1].description if delivery.attempts else ""
         dead = DeadEvent(
             endpoint_id=delivery.endpoint.id,

@@ -49,6 +49,11 @@ def start(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Listener:
             stderr=err,
             env={**os.environ, **(env or {})},
         )
+    return Listener(process, listening_url(process, stderr), stdout, stderr)
+
+
+def listening_url(process: subprocess.Popen[bytes], stderr: Path) -> str:
+    """The URL ``listen`` prints on stderr once it listens."""
     deadline = time.monotonic() + 15
     while True:
         match = re.search(r"listening on (http://\S+)", stderr.read_text())
@@ -58,7 +63,7 @@ def start(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Listener:
             process.kill()
             pytest.fail(f"listen did not start:\n{stderr.read_text()}")
         time.sleep(0.05)
-    return Listener(process, match.group(1), stdout, stderr)
+    return match.group(1)
 
 
 def stop(listener: Listener) -> None:
@@ -191,6 +196,39 @@ def test_readable_output_sqlite_store_and_secret_from_environment(tmp_path: Path
     finally:
         stop(running)
     assert "Shutting down" in running.stderr.read_text()
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]], ids=["readable", "json"])
+def test_listen_stops_when_nothing_reads_stdout_any_more(tmp_path: Path, output: list[str]) -> None:
+    """``listen | head -1``: once the reader is gone, an event that cannot be printed is
+    answered 500 (the service retries it) and listen stops with status 1, rather than
+    answering every later delivery 500 with a traceback, or 200 without printing it."""
+    stderr = tmp_path / "stderr"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [COMMAND, "listen", "--port", "0", "--secret", NEW, *output],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    try:
+        url = listening_url(process, stderr)
+        body = b'{"eventName": "thing.new", "version": 1, "data": {"id": "n-%d"}}'
+        assert post(url, body % 1, NEW).status_code == 200
+        assert process.stdout is not None
+        assert b"n-1" in process.stdout.readline()
+        process.stdout.close()  # the reader exits
+
+        answer = post(url, body % 2, NEW)
+        assert (answer.status_code, answer.json()["reason"]) == (500, "handler_failed")
+        assert process.wait(15) == 1
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    log = stderr.read_text()
+    assert "stdout was closed (nothing reads the events any more): stopping" in log
+    assert "SystemExit" not in log
+    assert "Exception ignored" not in log
 
 
 def test_missing_secret_is_a_usage_error() -> None:

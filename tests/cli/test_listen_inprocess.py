@@ -242,7 +242,7 @@ def test_bind_failure_closes_the_socket(monkeypatch: pytest.MonkeyPatch) -> None
 def test_json_printer_writes_bytes_and_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     monkeypatch.setattr(sys, "stdout", out)
-    printer = listen_module._json_printer()
+    printer = listen_module._json_printer(listen_module._Stdout())
     asyncio.run(printer(event({"text": "h\u00e9llo", "n": [1, 2.5, None, True]})))
     asyncio.run(printer(event(["a"], name="x.y", version=3)))
     lines = out.buffer.getvalue().decode("utf-8").splitlines()
@@ -260,7 +260,7 @@ def test_json_printer_writes_bytes_and_flushes(monkeypatch: pytest.MonkeyPatch) 
 def test_readable_printer_shortens_long_data(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    printer = listen_module._readable_printer()
+    printer = listen_module._readable_printer(listen_module._Stdout())
     asyncio.run(printer(event({"text": "x" * 300})))
     asyncio.run(printer(event({"short": 1}, name="thing.new", version=2)))
     long_line, short_line = out.getvalue().splitlines()

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from service_webhooks import SIGNATURE_HEADER, Secret, SignatureMismatchError, verify
 from service_webhooks.cli import main
-from service_webhooks.delivery import Sender
+from service_webhooks.delivery import ScaledClock, Sender
 
 deliver_module = importlib.import_module("service_webhooks.cli.deliver")  # not the command
 
@@ -86,6 +86,37 @@ def test_trigger_invalid_data_is_a_usage_error(answer_with: Any) -> None:
     )
     assert result.exit_code == 2
     assert requests == []
+
+
+def test_trigger_in_real_time_says_when_the_next_attempt_starts(
+    answer_with: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between attempts a real-time trigger waits 1 to 10 minutes: stderr says until when."""
+    statuses = iter([503, 500, 200])
+    answer_with(lambda request: httpx.Response(next(statuses)))
+    monkeypatch.setattr(deliver_module, "SystemClock", lambda: ScaledClock(speed=60_000))
+    result = CliRunner().invoke(
+        main, ["trigger", "note.created", "--url", URL, "--secret", "s"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    waits = result.stderr.splitlines()
+    assert len(waits) == 2, result.stderr
+    assert all(
+        re.fullmatch(r" +next attempt at \+00:0\d:\d\d, in \d+ s \(Ctrl-C stops\)", line)
+        for line in waits
+    ), waits
+    assert "next attempt" not in result.stdout
+    assert "delivered after 3 attempt(s)" in result.stdout
+
+
+def test_trigger_fast_prints_no_wait(answer_with: Any) -> None:
+    statuses = iter([503, 200])
+    answer_with(lambda request: httpx.Response(next(statuses)))
+    result = CliRunner().invoke(
+        main, ["trigger", "note.created", "--url", URL, "--secret", "s", "--fast"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "next attempt" not in result.output
 
 
 def write_events(path: Path, *items: Any) -> Path:
@@ -369,6 +400,26 @@ def test_trigger_an_unsignable_organization_is_a_usage_error(answer_with: Any) -
     )
     assert result.exit_code == 2, result.output
     assert "organization_id must be non-empty printable ASCII" in result.output
+    assert requests == []
+
+
+@pytest.mark.parametrize(
+    ("event", "option", "named"),
+    [
+        ("note.created", ["--data", "{nope"], "Invalid value for --data: not valid JSON"),
+        ("note.created", ["--data", "NaN"], "Invalid value for --data: not valid JSON"),
+        ("note.created", ["--org", "a,b"], "Invalid value for --org: organization_id"),
+        ("", [], "Invalid value for EVENT: an event needs a non-empty eventName"),
+    ],
+)
+def test_trigger_usage_errors_name_the_option(
+    answer_with: Any, event: str, option: list[str], named: str
+) -> None:
+    """As ``send`` does: the message says which value to fix."""
+    requests = answer_with(200)
+    result = CliRunner().invoke(main, ["trigger", event, "--url", URL, "--secret", "s", *option])
+    assert result.exit_code == 2, result.output
+    assert named in result.output
     assert requests == []
 
 

@@ -11,6 +11,7 @@ import pytest
 from service_webhooks import SIGNATURE_HEADER, Secret, parse_signature_header, verify
 from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.delivery import (
+    AuditEntry,
     DeliveryState,
     Emulator,
     Endpoint,
@@ -137,6 +138,38 @@ async def test_new_timestamp_every_attempt_same_body(Recording: Any, mock_sender
     assert {r.content for r in transport.calls} == {delivery.event.body}
     for request, t in zip(transport.calls, stamps, strict=True):
         verify(request.content, request.headers[SIGNATURE_HEADER], [Secret(SECRET)], now=t)
+
+
+async def test_on_attempt_sees_when_the_next_attempt_is_due(
+    Recording: Any, mock_sender: Any
+) -> None:
+    statuses = iter([503, 500, 200])
+    seen: list[tuple[DeliveryState, float | None]] = []
+
+    def on_attempt(entry: AuditEntry) -> None:
+        seen.append((delivery.state, delivery.retry_at))
+
+    async with mock_sender(Recording(lambda request: next(statuses))) as sender:
+        emulator = Emulator(
+            sender, clock=VirtualClock(), policy=RetryPolicy(jitter=0), on_attempt=on_attempt
+        )
+        emulator.add_endpoint(endpoint())
+        (delivery,) = emulator.publish(note())
+        await emulator.run()
+    assert seen == [
+        (DeliveryState.RETRYING, 60.0),
+        (DeliveryState.RETRYING, 180.0),
+        (DeliveryState.SUCCEEDED, None),
+    ]
+    assert [e.attempted_at for e in delivery.attempts] == [0.0, 60.0, 180.0]
+
+
+async def test_retry_at_is_none_when_no_attempt_fits_before_the_deadline(
+    Recording: Any, mock_sender: Any
+) -> None:
+    emulator, _, _ = await always_failing(Recording, mock_sender, jitter=0)
+    (delivery,) = emulator.deliveries
+    assert (delivery.state, delivery.retry_at) == (DeliveryState.DEAD, None)
 
 
 @pytest.mark.parametrize("status", [400, 401, 301, 404, 410, 422, 199])
