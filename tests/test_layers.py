@@ -77,7 +77,7 @@ def _within(module: str, prefixes: tuple[str, ...]) -> bool:
 def _core_files() -> list[Path]:
     return sorted(
         [
-            *PACKAGE.glob("*.py"),
+            *(path for path in PACKAGE.glob("*.py") if path.name != "__main__.py"),  # cli's
             *(PACKAGE / "stores").glob("*.py"),
             *(PACKAGE / "inbox").glob("*.py"),
         ]

@@ -85,6 +85,10 @@ def _connection_options(command: F) -> F:
     return command
 
 
+_OPTIONS = {"base_url": "--base-url", "api_key": "--api-key"}
+"""The client's arguments its errors name, and the options that give them."""
+
+
 @contextlib.contextmanager
 def _client(
     api_key: str, base_url: str, timeout: float, recorder: LastResponse | None = None
@@ -102,8 +106,13 @@ def _client(
             yield client
     except (ParameterError, ConfigurationError) as error:
         # Refused before any request (an empty --state, a base URL with a query...):
-        # a usage error, exit status 2, like a --limit over 100.
-        raise click.UsageError(str(error)) from error
+        # a usage error, exit status 2, like a --limit over 100; named by its option
+        message = str(error)
+        for argument, option in _OPTIONS.items():
+            if message.startswith(argument + " "):
+                reason = message.removeprefix(argument + " ")
+                raise click.BadParameter(reason, param_hint=option) from error
+        raise click.UsageError(message) from error
     except WebhookError as error:
         raise click.ClickException(_error_message(error)) from error
 

@@ -175,7 +175,8 @@ def check_url(url: str) -> None:
 
     Raises:
         ConfigurationError: Not a string, unparsable (a bad port), another scheme than
-            ``http``/``https``, no host, credentials, or port 0.
+            ``http``/``https``, no host, a host with spaces or control characters,
+            credentials, or port 0.
     """
     if not isinstance(url, str):
         raise ConfigurationError("the endpoint URL must be a string")
@@ -190,6 +191,8 @@ def check_url(url: str) -> None:
         )
     if not parts.hostname:
         raise ConfigurationError("endpoint URL has no host")
+    if any(char.isspace() or not char.isprintable() for char in parts.netloc):
+        raise ConfigurationError("endpoint URL host must not contain spaces or control characters")
     if parts.username is not None or parts.password is not None:
         raise ConfigurationError("endpoint URL must not carry credentials")
     if port == 0:

@@ -217,9 +217,9 @@ def test_serve_fake_and_piped_tables_are_plain_lines(tmp_path: Path) -> None:
         (["operations", "--state", ""], "state must be a non-empty str"),
         (["operations", "--type", ""], "type must be a non-empty str"),
         (["cancel", ""], "operation id must be a non-empty str"),
-        (["operations", "--base-url", "ftp://api.example.com"], "base_url must be"),
-        (["operations", "--base-url", "http://h/?x=1"], "must not have a query"),
-        (["operations", "--api-key", "clé"], "ASCII"),
+        (["operations", "--base-url", "ftp://api.example.com"], "--base-url: must be"),
+        (["operations", "--base-url", "http://h/?x=1"], "--base-url: must not have a query"),
+        (["operations", "--api-key", "clé"], "--api-key: must contain only ASCII"),
     ],
 )
 def test_values_refused_before_any_request_are_usage_errors(

@@ -74,3 +74,21 @@ def test_bits_not_a_multiple_of_8_is_named_as_click_names_the_range() -> None:
     result = CliRunner().invoke(main, ["secret", "new", "--bits", "300"])
     assert result.exit_code == 2
     assert "Invalid value for '--bits': 300 is not a multiple of 8." in result.stderr
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    """``python -m service_webhooks`` where the console script is not on ``PATH``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "service_webhooks", "secret", "new"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    secret = done.stdout.strip()
+    assert len(base64.urlsafe_b64decode(secret + "=" * (-len(secret) % 4))) == 32
+    usage = subprocess.run(
+        [sys.executable, "-m", "service_webhooks", "nope"], capture_output=True, text=True
+    )
+    assert usage.returncode == 2
+    assert "Usage: service-webhooks" in usage.stderr

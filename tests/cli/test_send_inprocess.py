@@ -200,7 +200,8 @@ def test_an_unsignable_organization_is_a_usage_error(transport: Any, org: str) -
         ("http:///no-host", "Error: endpoint URL has no host"),
         ("mailto:a@b.c", "Error: endpoint URL scheme must be http or https, got 'mailto'"),
         ("http://u:p@h.test/", "Error: endpoint URL must not carry credentials"),
-        ("http://h\x00.test/", "Invalid value for URL: Invalid non-printable ASCII character"),
+        ("http://exa mple.com/", "Error: endpoint URL host must not contain spaces"),
+        ("http://h\x00.test/", "Error: endpoint URL host must not contain spaces or control"),
     ],
 )
 def test_unusable_url_is_a_usage_error(transport: Any, url: str, message: str) -> None:

@@ -28,6 +28,8 @@ from service_webhooks.testing import envelope
         "https://user:pass@hooks.example.com/in",
         "http://hooks.example.com:0/",
         "http://hooks.example.com:99999/",
+        "http://hooks.exa mple.com/in",  # passed, then failed every attempt as temporary
+        "http://hooks.example.com\x00/in",
     ],
 )
 def test_bad_url_is_refused_at_configuration_time(url: str) -> None:
