@@ -3,7 +3,7 @@
 Read, call, write: the view hands the method, the header lines the receiver reads
 (from the ``environ``) and the WSGI input stream (never ``request.data`` or
 ``request.form``: form parsing would empty them; werkzeug's copy when a hook of the app
-read the body first, see :class:`_Body`) to
+read the body first, see :class:`~._flask_body.RequestBody`) to
 :meth:`~service_webhooks.WebhookReceiver.handle`, which reads at most ``limit + 1``
 bytes and decides the answer, and writes its :class:`~service_webhooks.Outcome`.
 ``limit`` is the receiver's ``max_body_size`` (1 MiB, spec §6.1), or Flask's
@@ -36,7 +36,6 @@ Extension, configured from ``app.config`` (keys in :data:`CONFIG_KEYS`); it also
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -45,16 +44,17 @@ from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiv
 
 from . import require_extra
 from ._settings import named_settings, unknown_settings
-from ._wsgi import body_reader, environ_headers
+from ._wsgi import environ_headers
 
 try:
     from flask import Blueprint, Flask, Request, Response, request
     from flask.blueprints import BlueprintSetupState
     from werkzeug.routing import Rule
-    from werkzeug.wsgi import get_input_stream
 except ImportError:  # pragma: no cover - exercised only without the extra
     require_extra("flask", "flask", "werkzeug")
     raise
+
+from ._flask_body import RequestBody  # needs Flask: after the extra's check
 
 __all__ = ["CONFIG_KEYS", "EXTENSION_KEY", "ServiceWebhooks", "webhook_blueprint"]
 
@@ -271,50 +271,6 @@ def _warn_unknown_keys(config: Mapping[str, Any]) -> None:
         logger.warning("app.config[%r] is no service-webhooks setting, ignored%s", key, meant)
 
 
-class _Body:
-    """The view's reader of the request body, which is read once for the whole request.
-
-    The server's input stream can be read only once: a second reader blocks under
-    ``flask run`` until the client gives up, and gets nothing under gunicorn (a 401 that
-    the service never retries). So the body one of the app's hooks read before the view
-    (``request.get_data()``, ``get_json()``, ``request.data``) is taken from werkzeug's
-    copy, and a stream werkzeug opened (``request.form`` of a JSON body) is read on;
-    else the view reads the server's stream (never a form parse). :meth:`keep` then
-    leaves the bytes read to the app's later hooks (``after_request``,
-    ``teardown_request``), as ``request.get_data()`` returns them.
-    """
-
-    def __init__(self, current: Request) -> None:
-        self._request = current  # the object, not Flask's proxy: a lookup costs 1 µs
-        state = current.__dict__
-        kept: bytes | None = state.get("_cached_data")  # get_data()'s copy
-        stream = None if kept is not None else state.get("stream")  # a cached property
-        self._read: Callable[[int], bytes]
-        if kept is not None:
-            self._read = io.BytesIO(kept).read
-        else:  # werkzeug's stream when the app opened it, else the server's
-            self._read = body_reader((stream or get_input_stream(current.environ)).read)
-        self._opened = stream is not None
-        self._chunks: list[bytes] = []
-
-    def read(self, size: int) -> bytes:
-        chunk = self._read(size)  # a broken body: b"" (a 4xx), not a 500
-        self._chunks.append(chunk)
-        return chunk
-
-    def keep(self) -> None:
-        """Werkzeug's ``stream`` (a cached property) becomes the bytes read."""
-        body = b"".join(self._chunks)
-        current = self._request
-        if self._opened and self._chunks and not body and current.content_length:
-            logger.warning(
-                "service_webhooks: the app read a delivery's body before the webhook view "
-                "and did not keep it (request.stream.read(), or a form parse), so the "
-                "receiver got none: read it with request.get_data(), which keeps it"
-            )
-        current.__dict__["stream"] = io.BytesIO(body)
-
-
 def _current_receiver(app: Flask) -> WebhookReceiver:
     receiver: WebhookReceiver = app.extensions[EXTENSION_KEY]
     return receiver
@@ -332,7 +288,7 @@ def _blueprint(receiver_of: Callable[[Flask], WebhookReceiver], url: str, name: 
         def deliver(**view_args: object) -> Response:  # a prefix's "/<tenant>": the hooks'
             current = cast(Request, request._get_current_object())  # type: ignore[attr-defined]
             environ = current.environ
-            body = _Body(current)
+            body = RequestBody(current)
             outcome = receiver_of(app).handle(
                 environ.get("REQUEST_METHOD", ""),  # as sent: request.method is upper-cased
                 environ_headers(environ),  # not request.headers: see adapters/_wsgi.py
