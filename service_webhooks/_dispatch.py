@@ -27,7 +27,9 @@ matches it runs twice. The same subscription made again (the same handler, name 
 pattern, ``version`` and ``model``; or ``on_any``/``on_error`` of the same function)
 adds nothing: an app factory that registers on a module-level receiver for every app it
 makes still runs each handler once per event. The lookup is cached per
-``(eventName, version)``.
+``(eventName, version)``. Registering and removing may happen while deliveries run on
+other threads (after the app started serving): a delivery already running keeps the
+handlers it looked up, and every delivery that starts after the change sees it.
 
 Names the spec does not list (spec §6.2 catalogue: :data:`KNOWN_EVENT_NAMES`, which the
 service says will grow) are accepted, since new events come without a new library
@@ -74,6 +76,7 @@ import functools
 import inspect
 import logging
 import re
+import threading
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, overload
@@ -189,6 +192,10 @@ class Router:
         self._error_hooks: list[ErrorHook] = []
         self._declared: set[str] = set()
         self._cache: dict[tuple[str, int], tuple[Registration, ...]] = {}
+        # bumped by every change of the subscriptions (under _cache_lock): a lookup that
+        # started before a change made on another thread is not cached (see handlers_for)
+        self._generation = 0
+        self._cache_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Router(strict={self.strict})"
@@ -264,7 +271,7 @@ class Router:
                     registrations = self._specific.setdefault((name, version), [])
                     if registration not in registrations:
                         registrations.append(registration)
-            self._cache.clear()
+            self._changed()
             return function
 
         return register if handler is None else register(handler)
@@ -287,7 +294,7 @@ class Router:
             registration = _registration(function, None)
             if registration not in self._catch_all:
                 self._catch_all.append(registration)
-            self._cache.clear()
+            self._changed()
             return function
 
         return register if handler is None else register(handler)
@@ -333,7 +340,9 @@ class Router:
     def remove(self, handler: Callable[..., object]) -> int:
         """Unregister ``handler`` (or error hook) everywhere; returns how many were removed.
 
-        Every subscription counts: by name, by pattern, catch-all, error hook.
+        Every subscription counts: by name, by pattern, catch-all, error hook. A
+        delivery already running its handlers still calls ``handler`` if it has not
+        reached it yet; deliveries that start afterwards do not.
         """
         removed = 0
         for key in list(self._specific):
@@ -352,7 +361,7 @@ class Router:
         kept_hooks = [h for h in self._error_hooks if h is not handler]
         removed += len(self._error_hooks) - len(kept_hooks)
         self._error_hooks = kept_hooks
-        self._cache.clear()
+        self._changed()
         return removed
 
     def handlers_for(self, event_name: str, version: int) -> tuple[Registration, ...]:
@@ -360,10 +369,20 @@ class Router:
         key = (event_name, version)
         found = self._cache.get(key)
         if found is None:
+            generation = self._generation
             found = self._lookup(event_name, version)
-            if len(self._cache) < _CACHE_SIZE:
-                self._cache[key] = found
+            with self._cache_lock:  # a registration on another thread meanwhile: the
+                # lookup may predate it, and caching it would hide the change for good
+                if generation == self._generation and len(self._cache) < _CACHE_SIZE:
+                    self._cache[key] = found
         return found
+
+    def _changed(self) -> None:
+        """After the subscriptions changed: forget every cached lookup, including one
+        another thread is computing now (:meth:`handlers_for` stores it no more)."""
+        with self._cache_lock:
+            self._generation += 1
+            self._cache.clear()
 
     def _lookup(self, event_name: str, version: int) -> tuple[Registration, ...]:
         """The uncached :meth:`handlers_for` (kept apart: its closure slows the hit path)."""

@@ -226,16 +226,28 @@ def _general(body: bytes) -> Envelope:
         raw = _envelope_decoder.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
         raise EnvelopeError(f"body is not a valid envelope: {_describe(error)}") from None
-    decoder = _model_decoders.get((raw.eventName, raw.version), _any_decoder)
+    model = EVENT_MODELS.get((raw.eventName, raw.version))
+    decoder = _any_decoder if model is None else _model_decoders[raw.eventName, raw.version]
     try:
         data = decoder.decode(raw.data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
+        if isinstance(error, msgspec.ValidationError) and model is not None:
+            detail = f"data does not fit {model.__name__}: {_in_data(str(error))[:200]}"
+        else:
+            detail = _describe(error)
         raise EnvelopeError(
-            f"body is not a valid envelope: {_describe(error)}",
+            f"body is not a valid envelope: {detail}",
             event_name=raw.eventName,
             version=raw.version,
         ) from None
     return Envelope(raw.eventName, raw.version, data)
+
+
+def _in_data(message: str) -> str:
+    """msgspec's message for ``data`` validated on its own, with its path (where ``$``
+    is ``data``) made the path in the envelope: ``... - at `$.data.duration```."""
+    head, at, path = message.rpartition(" - at `$")
+    return f"{head} - at `$.data{path}" if at else f"{message} - at `$.data`"
 
 
 def _is_utf8(body: bytes) -> bool:

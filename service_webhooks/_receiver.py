@@ -203,7 +203,9 @@ class WebhookReceiver:
             ``./service_webhooks.sqlite3`` (the file is created on first use).
         max_body_size: Largest accepted body in bytes (spec §2.7: 1 MiB).
         idempotency_key: ``key(event) -> str`` to deduplicate on your own identity
-            (e.g. ``lambda e: e.data.id``); it is namespaced by organization. Default:
+            (e.g. ``lambda e: e.data.id``); it is namespaced by organization, not by
+            event name (two events of different types with the same key are
+            duplicates: put ``event.name`` in the key when that can happen). Default:
             SHA-256 of ``o + "\\n" + raw body``. Called for every event that has a
             handler: one that raises, or returns no non-empty ``str``, is answered 500
             ``configuration`` (retried); one that raises ``Unprocessable``, 422.
@@ -211,7 +213,8 @@ class WebhookReceiver:
             that died mid-handler).
         retention: Seconds a processed key is remembered; at least 48 h.
         unhandled_status: Answer for an event no handler is registered for (200,
-            any 4xx but 429, or 500 to have the service retry it).
+            any 4xx but 429, or 500 to have the service retry it). An ``on_any``
+            handler or a matching pattern counts: with one, this never applies.
         success_body: Answer successes (200: processed, duplicate, unhandled) with the
             small JSON body every answer carries (``True``), or with an empty one
             (``False``, ``Content-Length: 0``). The service uses only the status (spec
@@ -914,7 +917,10 @@ class WebhookReceiver:
 
     @staticmethod
     def _custom_key(function: KeyFunction, event: Event[Any]) -> str:
-        """``o + "," + key``, or ``"sha256:"`` + its SHA-256 when that is too long.
+        """``o + "," + key``, or ``"sha256:"`` + its SHA-256 when that is too long or
+        not storable everywhere (a NUL, which PostgreSQL text refuses, or a lone
+        surrogate, which UTF-8 cannot encode): such a key from the event's data failed
+        every delivery of the event as a store outage (503) until it died.
 
         Injective: ``o`` never holds a comma (it ends at one in the header), so no two
         (organization, key) pairs share a key, and a long key is hashed whole, never
@@ -935,7 +941,7 @@ class WebhookReceiver:
                 f"({type(custom).__name__}), not a non-empty str"
             )
         namespaced = f"{event.organization_id},{custom}"
-        if len(namespaced) <= _LONGEST_KEY:
+        if len(namespaced) <= _LONGEST_KEY and _storable(namespaced):
             return namespaced
         digest = hashlib.sha256(namespaced.encode("utf-8", "surrogatepass")).hexdigest()
         return "sha256:" + digest
@@ -1063,6 +1069,19 @@ class WebhookReceiver:
             except Exception as error:  # its own traceback only, not the handler's
                 error.__suppress_context__ = True  # (a failed delivery ends in an except)
                 logger.exception("service_webhooks: an outcome observer raised")
+
+
+def _storable(key: str) -> bool:
+    """Whether every store keeps ``key`` as it is: no NUL, and UTF-8 encodable."""
+    if "\x00" in key:
+        return False
+    if key.isascii():
+        return True
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _shown(value: object) -> str:

@@ -166,6 +166,36 @@ def test_lookup_is_cached_and_a_new_pattern_resets_the_cache() -> None:
     assert names(router, "note.created") == ["h1", "h2"]
 
 
+def racing_change(router: Router, change: Callable[[], object]) -> None:
+    """Make ``change`` land between a lookup and its caching, as a registration made on
+    another thread does while a delivery looks its handlers up."""
+    lookup = router._lookup
+
+    def lookup_then_change(event_name: str, version: int) -> Any:
+        found = lookup(event_name, version)
+        change()
+        return found
+
+    router._lookup = lookup_then_change  # type: ignore[method-assign]
+
+
+def test_a_registration_on_another_thread_during_a_lookup_is_not_hidden_by_the_cache() -> None:
+    router = Router()
+    router.on("note.created", h1)
+    racing_change(router, lambda: router.on("note.created", h2))
+    assert names(router, "note.created") == ["h1"]  # the racing delivery: its own snapshot
+    assert names(router, "note.created") == ["h1", "h2"]  # every later one sees h2
+
+
+def test_a_removal_on_another_thread_during_a_lookup_is_not_hidden_by_the_cache() -> None:
+    router = Router()
+    router.on("note.created", h1)
+    router.on_any(h2)
+    racing_change(router, lambda: router.remove(h1))
+    assert names(router, "note.created") == ["h1", "h2"]
+    assert names(router, "note.created") == ["h2"]  # h1 no longer runs
+
+
 def test_remove_unregisters_list_and_pattern_subscriptions() -> None:
     router = Router()
     router.on(["note.created", "segment.trend.alert"], h1)

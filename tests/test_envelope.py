@@ -107,9 +107,36 @@ def test_known_event_with_data_not_fitting_its_model_answers_400(
 
 def test_a_schema_drift_error_names_the_event_and_version() -> None:
     body = b'{"eventName":"note.created","version":1,"data":{"id":5}}'
-    with pytest.raises(EnvelopeError, match=r"\$\.id") as caught:
+    with pytest.raises(EnvelopeError, match=r"\$\.data\.id") as caught:
         decode_envelope(body)
     assert (caught.value.event_name, caught.value.version) == ("note.created", 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            b'{"duration":5}',
+            "data does not fit SegmentTrendAlert: Expected `str`, got `int` - at `$.data.duration`",
+        ),
+        (
+            b"{}",
+            "data does not fit SegmentTrendAlert: Object missing required field "
+            "`duration` - at `$.data`",
+        ),
+        (
+            b"null",
+            "data does not fit SegmentTrendAlert: Expected `object`, got `null` - at `$.data`",
+        ),
+    ],
+)
+def test_a_schema_drift_error_gives_the_model_and_the_path_in_the_body(
+    data: bytes, message: str
+) -> None:
+    body = b'{"eventName":"segment.trend.alert","version":1,"data":%s}' % data
+    with pytest.raises(EnvelopeError) as caught:
+        decode_envelope(body)
+    assert str(caught.value) == f"body is not a valid envelope: {message}"
 
 
 @pytest.mark.parametrize(

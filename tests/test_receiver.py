@@ -95,6 +95,20 @@ def test_unhandled_status_is_configurable(
     assert drive(receiver, *signed()).status == status
 
 
+def test_a_catch_all_handler_takes_the_events_unhandled_status_would_answer(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    """docs/versions.md: with an ``on_any`` handler, a version no specific handler
+    takes is processed by it alone; ``unhandled_status`` no longer applies."""
+    receiver = WebhookReceiver(secrets=secret, store="memory", unhandled_status=500)
+    receiver.on("note.created", lambda event: None, version=1)
+    later = make_body("note.created", data={"noteId": "n-1"}, version=2)
+    assert drive(receiver, *signed(later)).reason == "unhandled"
+    audited: list[int] = []
+    receiver.on_any(lambda event: audited.append(event.version))
+    assert (drive(receiver, *signed(later)).status, audited) == (200, [2])
+
+
 def test_every_answer_carries_its_json_reason_by_default(
     receiver: WebhookReceiver, signed: Signed, drive: Drive
 ) -> None:
@@ -171,6 +185,41 @@ def test_success_body_false_holds_with_an_inbox_too(
     outcome = drive(receiver, *signed())
     assert (outcome.status, outcome.reason, outcome.body) == (200, "processed", b"")
     assert receiver.inbox is not None
+
+
+@pytest.mark.parametrize(
+    ("failure", "answer"),
+    [
+        (RuntimeError("down"), (500, "handler_failed")),
+        (Unprocessable("never"), (422, "unprocessable")),
+    ],
+)
+def test_a_later_handler_failing_reruns_the_earlier_ones_on_the_retry(
+    receiver: WebhookReceiver,
+    signed: Signed,
+    drive: Drive,
+    failure: Exception,
+    answer: tuple[int, str],
+) -> None:
+    """docs/idempotency.md, "Several handlers for one event": the claim covers the
+    delivery, so a retry runs every handler again, the ones that had finished too."""
+    calls: list[str] = []
+    receiver.on("note.created", lambda event: calls.append("first"))
+
+    @receiver.on("note.created")
+    def second(event: Event[Any]) -> None:
+        calls.append("second")
+        if calls.count("second") == 1:
+            raise failure
+
+    receiver.on_any(lambda event: calls.append("any"))
+    body, header = signed()
+    outcome = drive(receiver, body, header)
+    assert (outcome.status, outcome.reason) == answer
+    assert calls == ["first", "second"]  # the ones after the failure did not run
+    # a retry (after a 5xx), or a replay once fixed (after a 4xx: the service gives up)
+    assert drive(receiver, *signed(body, timestamp=None)).reason == "processed"
+    assert calls == ["first", "second", "first", "second", "any"]
 
 
 def test_handler_failure_answers_500_releases_and_the_retry_runs(
@@ -598,6 +647,25 @@ def test_custom_idempotency_keys_never_collide(
         assert drive(receiver, *signed(body, org=org)).reason == "processed"
     assert len(set(keys)) == 2
     assert all(len(key) <= 200 for key in keys)
+
+
+@pytest.mark.parametrize("custom", ["a\x00b", "a\udc80b"])
+def test_a_custom_key_no_store_can_keep_as_it_is_is_hashed(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive, custom: str
+) -> None:
+    """A NUL (PostgreSQL text refuses it) or a lone surrogate (no UTF-8 form): hashed
+    like a long key, so every store takes it, and still one key per value."""
+    receiver = WebhookReceiver(
+        secrets=secret, store="memory", idempotency_key=lambda event: custom + event.data.text
+    )
+    keys: list[str] = []
+    receiver.on("note.created", lambda event: keys.append(event.idempotency_key))
+    for text in ("1", "2", "1"):
+        body = make_body(data={"id": "n-1", "author": "a", "text": text})
+        drive(receiver, *signed(body))
+    assert len(keys) == 2
+    assert keys[0] != keys[1]
+    assert all(key.startswith("sha256:") and key.isascii() for key in keys)
 
 
 def test_failing_idempotency_key_function_is_a_retried_500(

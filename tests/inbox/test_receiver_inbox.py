@@ -200,7 +200,7 @@ def test_a_schema_drift_is_recorded_under_its_event(
         1,
         "malformed_envelope",
     )
-    assert "$.id" in (record.detail or "")
+    assert "$.data.id" in (record.detail or "")
     assert inbox.search(InboxQuery(event_name="note.created")).items == (record,)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import os
 import sys
@@ -249,6 +250,27 @@ async def test_a_sync_pool_only_runs_the_async_twins_in_a_thread(admin: Admin, s
 def test_bad_configuration(args: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         PostgresStore(**args)  # type: ignore[arg-type]
+
+
+def test_a_custom_key_holding_a_nul_is_processed_not_a_store_outage(
+    schema: str, secret: str, signed: Callable[..., tuple[bytes, str]]
+) -> None:
+    """PostgreSQL text refuses NUL: an ``idempotency_key`` taken from the event's data
+    (``"a\\u0000b"`` in its JSON) answered 503 ``store_unavailable`` on every attempt."""
+    store = PostgresStore(URL, table=f"{schema}.keys")
+    receiver = WebhookReceiver(
+        secrets=secret, store=store, inbox=False, idempotency_key=lambda event: event.data.id
+    )
+    ran: list[object] = []
+    receiver.on("note.created")(ran.append)
+    data = {"id": "a\x00b", "author": "a", "text": ""}
+    body = json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+    try:
+        assert receiver.process(*signed(body)).reason == "processed"
+        assert receiver.process(*signed(body)).reason == "duplicate"
+    finally:
+        store.close()
+    assert len(ran) == 1
 
 
 def test_unreachable_server_fails_closed_quickly(
