@@ -851,8 +851,33 @@ class WebhookReceiver:
         try:
             envelope = decode_checked(body, self.max_body_size, is_ascii)
         except EnvelopeError as error:
-            return self._refused(error, started, organization_id, error.event_name, error.version)
+            return self._undecodable(error, started, organization_id)
         return self._planned(envelope, organization_id, header.timestamp, body, overlapped, started)
+
+    def _undecodable(self, error: EnvelopeError, started: float, organization_id: str) -> Outcome:
+        """400 for a body that is no envelope; but an envelope whose ``data`` only
+        fails the event's model (a schema drift) is answered as unhandled when no
+        handler takes that event: nothing would read it, and a 400 is permanent.
+        Deliveries and replays alike."""
+        name, version = error.event_name, error.version
+        if name is not None and version is not None and not self.router.handlers_for(name, version):
+            return self._unhandled(name, version, organization_id, started)
+        return self._refused(error, started, organization_id, name, version)
+
+    def _unhandled(
+        self, event_name: str, version: int, organization_id: str, started: float
+    ) -> Outcome:
+        """The answer for an event no handler takes (``unhandled_status``)."""
+        unhandled = self.unhandled
+        outcome = Outcome(
+            unhandled.status,
+            unhandled.reason,
+            (),
+            event_name,
+            organization_id,
+            unhandled.empty_body,
+        )
+        return self._finish(outcome, started, version)
 
     def _planned(
         self,
@@ -868,16 +893,7 @@ class WebhookReceiver:
         ``idempotency_key`` function fails. Deliveries and replays alike."""
         handlers = self.router.handlers_for(envelope.event_name, envelope.version)
         if not handlers:
-            unhandled = self.unhandled
-            outcome = Outcome(
-                unhandled.status,
-                unhandled.reason,
-                (),
-                envelope.event_name,
-                organization_id,
-                unhandled.empty_body,
-            )
-            return self._finish(outcome, started, envelope.version)
+            return self._unhandled(envelope.event_name, envelope.version, organization_id, started)
         if overlapped is not None:
             key = overlapped.key()
         else:

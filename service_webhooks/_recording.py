@@ -517,7 +517,7 @@ def _plan(receiver: WebhookReceiver, record: ReceivedDelivery, started: float) -
     try:
         envelope = decode_envelope(record.body, max_size=max(len(record.body), 1))
     except EnvelopeError as error:  # e.g. a schema drift, replayed before the fix
-        return receiver._refused(error, started, organization_id, error.event_name, error.version)
+        return receiver._undecodable(error, started, organization_id)
     arrived = int(record.received_at.timestamp())  # t is not kept; the arrival time stands in
     return receiver._planned(envelope, organization_id, arrived, record.body, None, started)
 

@@ -98,11 +98,31 @@ def test_malformed_envelope_answers_400(
 def test_known_event_with_data_not_fitting_its_model_answers_400(
     receiver: WebhookReceiver, signed: Signed, make_body: Callable[..., bytes], drive: Drive
 ) -> None:
+    receiver.on("note.created", lambda event: None)
     body = make_body("note.created", data={"id": "n-1"})
     outcome = drive(receiver, *signed(body, org="o-DRIFT-1"))
     assert (outcome.status, outcome.reason) == (400, "malformed_envelope")
     assert outcome.event_name == "note.created"  # a schema drift still names its event
     assert outcome.organization_id == "o-DRIFT-1"  # verified: the answer names it
+
+
+@pytest.mark.parametrize("unhandled_status", [200, 500])
+def test_data_not_fitting_the_model_of_an_event_no_handler_takes_is_unhandled(
+    secret: str,
+    signed: Signed,
+    make_body: Callable[..., bytes],
+    drive: Drive,
+    unhandled_status: int,
+) -> None:
+    """Nothing would read it: ``unhandled_status`` as for any event without a handler,
+    not a 400 (permanent, and counted by the service's failure-rate rule) for a model
+    the application never uses."""
+    receiver = WebhookReceiver(secret, store="memory", unhandled_status=unhandled_status)
+    receiver.on("segment.trend.alert", lambda event: None)  # another event only
+    body = make_body("note.created", data={"id": "n-1"})
+    outcome = drive(receiver, *signed(body, org="o-DRIFT-2"))
+    assert (outcome.status, outcome.reason) == (unhandled_status, "unhandled")
+    assert (outcome.event_name, outcome.organization_id) == ("note.created", "o-DRIFT-2")
 
 
 def test_a_schema_drift_error_names_the_event_and_version() -> None:

@@ -192,6 +192,7 @@ def test_a_schema_drift_is_recorded_under_its_event(
 ) -> None:
     """``data`` that does not fit the event's model: 400, filed under the event's name
     and version, so ``--event note.created`` finds it for a replay once fixed."""
+    receiver.on("note.created", lambda event: None)
     body = b'{"eventName":"note.created","version":1,"data":{"id":5}}'
     assert receiver.process(body, sign(body, SECRET, ORG)).status == 400
     record = only(inbox)

@@ -96,11 +96,19 @@ def test_a_failing_custom_key_is_recorded_under_its_event_and_so_is_its_replay()
 def test_a_schema_drift_replayed_before_the_fix_names_its_event() -> None:
     inbox = MemoryInbox()
     receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=inbox)
+
+    def handler(event: Event[Any]) -> None:
+        pass
+
+    receiver.on("note.created", handler)
     body = b'{"eventName":"note.created","version":1,"data":{"id":5}}'
     assert receiver.process(body, sign(body, SECRET, ORG)).status == 400
     record = inbox.search().items[0]
     replayed = receiver.replay(record.id)
     assert (replayed.status, replayed.reason) == (400, "malformed_envelope")
+    receiver.router.remove(handler)
+    unread = receiver.replay(record.id)  # no handler takes it any more: nothing to refuse
+    assert (unread.status, unread.reason) == (200, "unhandled")
     assert (replayed.event_name, replayed.organization_id) == ("note.created", ORG)
     assert inbox.get(record.id).replays[0].reason == "malformed_envelope"  # type: ignore[union-attr]
 
