@@ -45,7 +45,7 @@ import binascii
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -447,6 +447,22 @@ class FakeAPI:
         return serve(self, host, port)
 
 
+def _real_monotonic() -> float:
+    """The OS's monotonic clock, read past a test's frozen ``time.monotonic``
+    (freezegun replaces it, and ``time.perf_counter``, while time is frozen)."""
+    if hasattr(time, "clock_gettime"):  # not on Windows
+        return time.clock_gettime(time.CLOCK_MONOTONIC)
+    return time.monotonic()
+
+
+class _RealClockLoop(asyncio.SelectorEventLoop):
+    """An event loop timed by :func:`_real_monotonic`: under a frozen clock a loop's
+    timers never fire, so the server would never stop (and a ``Fault.delay`` never end)."""
+
+    def time(self) -> float:
+        return _real_monotonic()
+
+
 @contextmanager
 def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Run an ASGI app with uvicorn in a background thread (real HTTP).
@@ -473,12 +489,17 @@ def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]
         app, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=2
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+
+    def run() -> None:
+        with asyncio.Runner(loop_factory=_RealClockLoop) as runner:
+            runner.run(server.serve(sockets=[sock]))
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = _real_monotonic() + 10
         while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
+            if not thread.is_alive() or _real_monotonic() > deadline:
                 raise RuntimeError("the API server did not start")
             time.sleep(0.01)
         yield f"http://{host}:{sock.getsockname()[1]}"
@@ -505,7 +526,12 @@ class _SyncASGITransport(httpx.BaseTransport):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(run())
+            return _run(run())
         # Called from a coroutine (a sync client inside async code): use another thread.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, run()).result()
+            return pool.submit(_run, run()).result()
+
+
+def _run(coroutine: Coroutine[Any, Any, httpx.Response]) -> httpx.Response:
+    with asyncio.Runner(loop_factory=_RealClockLoop) as runner:
+        return runner.run(coroutine)

@@ -116,3 +116,20 @@ def test_a_second_run_against_a_persistent_store_is_processed_again(
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
         result.assert_outcomes(passed=1)
     assert store.exists()
+
+
+def test_turning_the_plugin_off_and_on_as_the_page_says(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_signer="def test_it(webhook_signer):\n    assert webhook_signer\n")
+    off = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:service_webhooks")
+    off.assert_outcomes(errors=1)
+    assert "fixture 'webhook_signer' not found" in off.stdout.str()
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    on = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "service_webhooks")
+    on.assert_outcomes(passed=1)
+    pytester.makeconftest('pytest_plugins = ["service_webhooks.testing.pytest_plugin"]\n')
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    twice = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert "Plugin already registered under a different name" in twice.stderr.str()

@@ -91,3 +91,17 @@ def test_the_page_says_what_pytest_does_with_an_async_test_and_no_plugin(
     does = "fails" if result.parseoutcomes().get("failed") else "skips"
     text = " ".join(PAGE.read_text(encoding="utf-8").split())
     assert f'pytest {does} the test with "async def functions are not natively supported"' in text
+
+
+def test_the_async_test_passes_with_anyio_also_with_trio_installed(
+    pytester: pytest.Pytester,
+) -> None:
+    """AnyIO's plugin runs an ``anyio`` test on every backend installed; under trio the
+    ASGI adapter raises: the page's ``anyio_backend`` fixture keeps the test on asyncio."""
+    pytest.importorskip("trio")
+    code = section_code("Starlette / FastAPI")
+    marked = code.replace("@pytest.mark.asyncio ", "@pytest.mark.anyio   ")
+    assert marked != code
+    pytester.makepyfile(test_page=marked)
+    result = pytester.runpytest("-p", "no:asyncio", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=count_tests(code))
