@@ -18,8 +18,10 @@ A pooled connection the server has ended while it sat idle (``idle_session_timeo
 ``pg_terminate_backend``, a restart or a failover) is discarded at checkout, and another
 taken: such a server sends its reason and closes its end, so the idle socket is
 readable, where a live idle connection has nothing to read. One ``poll`` with no wait,
-not a round trip; without it the next statement on that connection failed (503), and
-an endpoint quieter than the server's idle timeout failed every delivery and retry.
+not a round trip; at most the pool's size of connections is set aside per checkout (one
+that would always look ended is then used as it is). Without the check, the next
+statement on such a connection failed (503), and an endpoint quieter than the server's
+idle timeout failed every delivery and retry.
 
 Used by :class:`~service_webhooks.stores.PostgresStore` and
 :class:`~service_webhooks.inbox.PostgresInbox`.
@@ -134,12 +136,13 @@ class Deadlines:
             TimeoutError: From ``timed_out``, when a statement outlived the deadline.
         """
         deadline = time.monotonic() + self.timeout
-        while True:
-            connection = pool.getconn(max(0.0, deadline - time.monotonic()))
+        connection = pool.getconn(max(0.0, deadline - time.monotonic()))
+        for _ in range(pool.max_size):  # then as it is: never a loop until the deadline
             if not _ended_by_server(connection):
                 break
             connection.close()
             pool.putconn(connection)  # closed: the pool opens another in its place
+            connection = pool.getconn(max(0.0, deadline - time.monotonic()))
         try:
             with connection:  # as pool.connection(): commit, or roll back on an error
                 watch = _WATCHDOG.watch(connection, deadline)
@@ -196,12 +199,13 @@ class _Checkout:
         else:
             await gate.acquire()
         try:
-            while True:
-                connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
+            connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
+            for _ in range(self._pool.max_size):  # as in the sync checkout
                 if not _ended_by_server(connection):
                     break
                 await connection.close()
                 await self._pool.putconn(connection)  # the pool opens another instead
+                connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
         except BaseException:
             gate.release()
             raise
