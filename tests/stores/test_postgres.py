@@ -373,6 +373,35 @@ def test_prepared_statements_takes_a_boolean() -> None:
         store_from_url(f"{URL}?prepared_statements=maybe", create_schema=False)
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_socket_that_always_looks_ended_is_used_after_the_pool_s_worth(
+    admin: Admin, schema: str, use_async: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle check sets aside at most ``max_size`` connections per checkout, then uses
+    the next as it is: a socket that always looked readable (data no query asked for)
+    would otherwise have failed every call at the deadline."""
+    from service_webhooks.stores import _pg_deadline
+
+    checked: list[object] = []
+
+    def always_ended(connection: object) -> bool:
+        checked.append(connection)
+        return True
+
+    store = PostgresStore(URL, table=f"{schema}.keys", min_size=1, max_size=2, timeout=2)
+    store.create_schema()
+    monkeypatch.setattr(_pg_deadline, "_ended_by_server", always_ended)
+    try:
+        if use_async:  # without the bound: a StoreError at the 2 s deadline
+            assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+        else:
+            assert store.claim("k", "t", 60) is ClaimState.NEW
+    finally:
+        store.close()
+        await store.aclose()
+    assert len(checked) == 2  # the pool's max_size, then the third was used as it is
+
+
 def test_a_store_given_by_url_creates_its_table_on_first_use(admin: Admin, schema: str) -> None:
     from service_webhooks.stores._url import store_from_url
 
