@@ -231,7 +231,8 @@ def _general(body: bytes) -> Envelope:
     try:
         data = decoder.decode(raw.data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
-        if isinstance(error, msgspec.ValidationError) and model is not None:
+        mismatch = model is not None and isinstance(error, msgspec.ValidationError)
+        if model is not None and mismatch:
             detail = f"data does not fit {model.__name__}: {_in_data(str(error))[:200]}"
         else:
             detail = _describe(error)
@@ -239,6 +240,7 @@ def _general(body: bytes) -> Envelope:
             f"body is not a valid envelope: {detail}",
             event_name=raw.eventName,
             version=raw.version,
+            model_mismatch=mismatch,
         ) from None
     return Envelope(raw.eventName, raw.version, data)
 

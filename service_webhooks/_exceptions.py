@@ -100,19 +100,28 @@ class EnvelopeError(WebhookError):
 
     Attributes:
         event_name: ``eventName`` when the envelope itself decoded and only ``data``
-            did not fit the event's model (a schema drift), else ``None``.
+            could not be decoded, else ``None``.
         version: ``version`` in that case, else ``None``.
+        model_mismatch: ``data`` is JSON this library reads but does not fit the typed
+            model of a known event (a schema drift), rather than JSON it cannot read (a
+            number out of range, say).
     """
 
     status = 400
     reason = "malformed_envelope"
 
     def __init__(
-        self, message: str = "", *, event_name: str | None = None, version: int | None = None
+        self,
+        message: str = "",
+        *,
+        event_name: str | None = None,
+        version: int | None = None,
+        model_mismatch: bool = False,
     ) -> None:
         super().__init__(message)
         self.event_name = event_name
         self.version = version
+        self.model_mismatch = model_mismatch
 
 
 class PayloadTooLargeError(EnvelopeError):

@@ -855,12 +855,17 @@ class WebhookReceiver:
         return self._planned(envelope, organization_id, header.timestamp, body, overlapped, started)
 
     def _undecodable(self, error: EnvelopeError, started: float, organization_id: str) -> Outcome:
-        """400 for a body that is no envelope; but an envelope whose ``data`` only
-        fails the event's model (a schema drift) is answered as unhandled when no
-        handler takes that event: nothing would read it, and a 400 is permanent.
-        Deliveries and replays alike."""
+        """400 for a body that is no envelope; but an envelope whose ``data`` is JSON
+        that only fails the event's typed model (a schema drift) is answered as
+        unhandled when no handler takes that event: nothing would read it, and a 400
+        is permanent. Deliveries and replays alike."""
         name, version = error.event_name, error.version
-        if name is not None and version is not None and not self.router.handlers_for(name, version):
+        if (
+            error.model_mismatch
+            and name is not None
+            and version is not None
+            and not self.router.handlers_for(name, version)
+        ):
             return self._unhandled(name, version, organization_id, started)
         return self._refused(error, started, organization_id, name, version)
 

@@ -130,6 +130,15 @@ def test_a_schema_drift_error_names_the_event_and_version() -> None:
     with pytest.raises(EnvelopeError, match=r"\$\.data\.id") as caught:
         decode_envelope(body)
     assert (caught.value.event_name, caught.value.version) == ("note.created", 1)
+    assert caught.value.model_mismatch  # JSON that fits no model, not JSON unread
+
+
+def test_data_this_library_cannot_read_is_no_model_mismatch() -> None:
+    body = b'{"eventName":"order.created","version":1,"data":1e999}'  # out of range
+    with pytest.raises(EnvelopeError) as caught:
+        decode_envelope(body)
+    assert caught.value.event_name == "order.created"
+    assert not caught.value.model_mismatch  # a 400 even when no handler takes it
 
 
 @pytest.mark.parametrize(
