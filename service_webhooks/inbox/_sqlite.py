@@ -1,9 +1,9 @@
 """SQLite inbox: the default, in the same file as the default SQLite idempotency store.
 
-One connection per thread, WAL journal, a busy timeout; every write is one autocommitted
-statement, durable once it returns (a process killed right after still has it). A file
-this process may not write is read through a connection closed after each statement
-(see :func:`~service_webhooks.stores._sqlite.writable`).
+One connection per thread (closed when the thread ends), WAL journal, a busy timeout;
+every write is one autocommitted statement, durable once it returns (a process killed
+right after still has it). A file this process may not write is read through a
+connection closed after each statement (see :func:`~service_webhooks.stores._sqlite.writable`).
 
 Schema (created on first use)::
 
@@ -39,7 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..stores._sqlite import SQLiteStore, cannot_write, close_when_collected, connect, writable
+from ..stores._sqlite import (
+    SQLiteStore,
+    cannot_write,
+    close_when_collected,
+    close_with_thread,
+    connect,
+    writable,
+)
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
 from ._sql import ESSENTIAL_INDEXES, SQLInbox, derived_name, schema, size_total_table
 
@@ -139,6 +146,7 @@ class SQLiteInbox(SQLInbox):
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)
+            close_with_thread(self._local, connection, self._connections)
         return connection
 
     def shares_database(self, store: object) -> bool:

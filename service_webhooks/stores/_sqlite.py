@@ -221,6 +221,7 @@ class SQLiteStore(SyncStore):
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._local.connection = self._open(self.timeout)
+            close_with_thread(self._local, connection, self._connections)
         return connection
 
     def _sync(self, work: Callable[..., T], *args: Any) -> T:
@@ -252,6 +253,7 @@ class SQLiteStore(SyncStore):
             connection = self._open(0)
             connection.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints: in a thread
             self._loop_connections[loop] = connection
+            weakref.finalize(loop, _drop, connection, self._connections).atexit = False
         return connection
 
     async def _twin(self, name: str, work: Callable[..., T], *args: Any) -> T:
@@ -686,6 +688,33 @@ def close_when_collected(owner: object, connections: list[sqlite3.Connection]) -
     receiver made with ``store="sqlite:…"`` and dropped leaves nothing open. Not run at
     interpreter exit, where a thread may still be using a connection."""
     weakref.finalize(owner, _close_all, connections).atexit = False
+
+
+class _ThreadEnd:
+    """Kept in a thread's ``threading.local`` beside its connection: collected when the
+    thread ends (or the ``threading.local`` is replaced), which closes that connection."""
+
+    __slots__ = ("__weakref__",)
+
+
+def close_with_thread(
+    local: threading.local, connection: sqlite3.Connection, connections: list[sqlite3.Connection]
+) -> None:
+    """Close ``connection`` (this thread's, kept in ``local``) and drop it from
+    ``connections`` once this thread ends. Without it a server that starts a thread per
+    request (``flask run``, Django's ``runserver``) would keep one open connection per
+    request it served: a file descriptor or two each, and the connection's page cache."""
+    local.thread_end = end = _ThreadEnd()
+    weakref.finalize(end, _drop, connection, connections).atexit = False
+
+
+def _drop(connection: sqlite3.Connection, connections: list[sqlite3.Connection]) -> None:
+    """Close ``connection`` and stop tracking it. Run by the garbage collector, at any
+    point of any thread: it takes no lock (one held by that thread would never be
+    released); a connection already dropped or closed is left as it is."""
+    with contextlib.suppress(ValueError):
+        connections.remove(connection)
+    connection.close()
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:

@@ -7,10 +7,10 @@ where 3.11 and 3.12 closed it silently.
 
 from __future__ import annotations
 
-import functools
 import gc
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -44,12 +44,25 @@ def _in_a_thread(work: object) -> None:
 def test_a_dropped_store_closes_the_connections_of_every_thread(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "keys.sqlite3")
     store.claim("k", "a", 60)
-    _in_a_thread(functools.partial(store.claim, "j", "a", 60))
-    connections = list(store._connections)
-    assert len(connections) == 2
-    del store
-    gc.collect()
-    assert all(_is_closed(connection) for connection in connections)
+    opened, stop = threading.Event(), threading.Event()
+
+    def claim_and_wait(ref: weakref.ref[SQLiteStore]) -> None:
+        ref().claim("j", "a", 60)  # type: ignore[union-attr]
+        opened.set()
+        stop.wait()  # a thread that lives on keeps its connection
+
+    thread = threading.Thread(target=claim_and_wait, args=(weakref.ref(store),))
+    thread.start()
+    try:
+        opened.wait()
+        connections = list(store._connections)
+        assert len(connections) == 2
+        del store
+        gc.collect()
+        assert all(_is_closed(connection) for connection in connections)
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_a_store_closed_then_used_again_still_closes_when_dropped(tmp_path: Path) -> None:
