@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from service_webhooks import MAX_BODY_SIZE, SIGNATURE_HEADER, default_idempotency_key, sign
+from service_webhooks.stores import SQLiteStore
 
 BIN = Path(sys.executable).parent
 # Set by each suite's conftest for its app (see configure):
@@ -68,6 +69,20 @@ class Target:
     def post(self, body: bytes, *headers: str, method: str = "POST", path: str = "") -> Answer:
         pairs = [(SIGNATURE_HEADER, h) for h in headers]
         return self.send(method, path or self.path, pairs, body)
+
+
+def sqlite_claim(store_path: str) -> Callable[[str], None]:
+    """A :attr:`Target.claim` for an app whose store is the SQLite file ``store_path``:
+    holds a live claim on a key there, as another worker would."""
+
+    def claim(key: str) -> None:
+        store = SQLiteStore(store_path)
+        try:
+            store.claim(key, f"other-worker-{uuid.uuid4().hex}", 120.0)
+        finally:
+            store.close()
+
+    return claim
 
 
 def envelope(name: str = "note.created", **data: object) -> bytes:

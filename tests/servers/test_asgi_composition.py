@@ -6,7 +6,6 @@ the quick start warns about are what it says (spec §6.1, §7)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,8 +14,6 @@ from typing import Any
 import httpx
 import pytest
 import sw_contract
-
-from service_webhooks import SQLiteStore
 
 pytestmark = pytest.mark.e2e
 pytest_generate_tests = sw_contract.pytest_generate_tests  # status_row: every row
@@ -52,19 +49,6 @@ def composed(
     kit.stop_server(server)
 
 
-def holder(store_path: str) -> Any:
-    """Holds a live claim on a key in the app's SQLite store (another worker's)."""
-
-    def claim(key: str) -> None:
-        store = SQLiteStore(store_path)
-        try:
-            store.claim(key, f"other-worker-{uuid.uuid4().hex}", 120.0)
-        finally:
-            store.close()
-
-    return claim
-
-
 def test_status_contract_through_the_users_middleware(
     kit: ModuleType, composed: tuple[Any, str, str], status_row: Any
 ) -> None:
@@ -81,7 +65,7 @@ def test_status_contract_through_the_users_middleware(
             lowered = {k.lower(): v for k, v in response.headers.items()}
             return kit.Answer(response.status_code, lowered, response.content)
 
-        status_row(kit.Target(send, holder(store_path)))
+        status_row(kit.Target(send, kit.sqlite_claim(store_path)))
 
 
 @pytest.mark.parametrize("framing", ["content-length", "chunked", "expect-100-continue"])

@@ -36,6 +36,7 @@ APP = "sw_flask_app:create_app()"
 # so tests reach them through the ``kit`` fixture and pytest finds pytest_generate_tests.
 contract = sw_contract
 Answer, Target, Server = contract.Answer, contract.Target, contract.Server
+sqlite_claim = contract.sqlite_claim
 envelope, signed, expect = contract.envelope, contract.signed, contract.expect
 free_port, start_server, stop_server = (
     contract.free_port,

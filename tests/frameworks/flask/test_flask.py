@@ -5,8 +5,7 @@ from __future__ import annotations
 import ast
 import io
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib import metadata
 from types import ModuleType
 from typing import Any
@@ -16,26 +15,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from service_webhooks import MAX_BODY_SIZE, SQLiteStore, WebhookReceiver
+from service_webhooks import MAX_BODY_SIZE, WebhookReceiver
 from service_webhooks._exceptions import ConfigurationError
 from service_webhooks.adapters.flask import (
     EXTENSION_KEY,
     ServiceWebhooks,
     webhook_blueprint,
 )
-
-
-def holder(store_path: str) -> Callable[[str], None]:
-    """Holds a live claim on a key in the app's SQLite store (another worker's)."""
-
-    def claim(key: str) -> None:
-        store = SQLiteStore(store_path)
-        try:
-            store.claim(key, f"other-worker-{uuid.uuid4().hex}", 120.0)
-        finally:
-            store.close()
-
-    return claim
 
 
 @pytest.fixture
@@ -54,7 +40,7 @@ def client_target(kit: ModuleType, client: FlaskClient, store_path: str) -> Any:
         response = client.open(path, method=method, headers=headers, data=body)
         return kit.Answer(response.status_code, _lower(response.headers), response.data)
 
-    return kit.Target(send, holder(store_path))
+    return kit.Target(send, kit.sqlite_claim(store_path))
 
 
 def _lower(headers: Any) -> dict[str, str]:
@@ -81,7 +67,7 @@ def test_status_contract_through_gunicorn(
             response = http.request(method, path, headers=headers, content=body)
             return kit.Answer(response.status_code, _lower(response.headers), response.content)
 
-        status_row(kit.Target(send, holder(store_path)))
+        status_row(kit.Target(send, kit.sqlite_claim(store_path)))
 
 
 @pytest.mark.e2e
