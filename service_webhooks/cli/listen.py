@@ -213,7 +213,10 @@ class _Stdout:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Around each write and flush of an event's line."""
+        """Around each write and flush of an event's line; once stdout is closed, the
+        line is not written (stopping: not printed, so not processed)."""
+        if self.closed:
+            raise _broken_pipe()
         try:
             yield
         except BrokenPipeError:
@@ -239,7 +242,11 @@ class _PipeConsole(Console):
     every event is processed without being printed)."""
 
     def on_broken_pipe(self) -> None:
-        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)) from None
+        raise _broken_pipe() from None
+
+
+def _broken_pipe() -> BrokenPipeError:
+    return BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def _json_printer(output: _Stdout) -> Handler:
@@ -255,8 +262,6 @@ def _json_printer(output: _Stdout) -> Handler:
                 "data": msgspec.to_builtins(event.data),
             }
         )
-        if output.closed:  # stopping: not printed, so not processed
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
         with output.writing():
             sys.stdout.buffer.write(line + b"\n")
             sys.stdout.buffer.flush()
@@ -285,8 +290,6 @@ def _readable_printer(output: _Stdout) -> Handler:
             "  ",
             summary,
         )
-        if output.closed:  # stopping: not printed, so not processed
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
         with output.writing():
             console.print(line)
             console.file.flush()
