@@ -65,6 +65,11 @@ class WebhookApp:
     and logs it): plain-function handlers, the stores' async calls and the claim's
     release after a failure need asyncio.
 
+    Served as the application itself (``uvicorn module:app``), its lifespan shutdown
+    closes what the receiver's store and inbox opened
+    (:meth:`~service_webhooks.WebhookReceiver.aclose`); mounted inside another
+    application, that application's lifespan does it.
+
     Args:
         receiver: The configured receiver.
     """
@@ -87,7 +92,7 @@ class WebhookApp:
             if outcome is not None:  # None: the client went away; nothing was processed
                 await _respond(send, outcome)
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            await _lifespan(receive, send, self.receiver)
         # websocket: not ours
 
 
@@ -188,9 +193,9 @@ def _require_asyncio() -> None:
         raise RuntimeError(_NOT_ASYNCIO)
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Nothing to start or stop; acknowledge both so any server is happy (startup fails
-    under an event loop other than asyncio's, with the reason)."""
+async def _lifespan(receive: Receive, send: Send, receiver: WebhookReceiver) -> None:
+    """Startup checks the event loop (it fails under another one than asyncio's, with
+    the reason); shutdown closes what the receiver's store and inbox opened."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
@@ -199,6 +204,12 @@ async def _lifespan(receive: Receive, send: Send) -> None:
                 return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            try:
+                await receiver.aclose()
+            except Exception as error:  # the server logs it and still exits
+                failed = f"closing the receiver failed: {type(error).__name__}: {error}"
+                await send({"type": "lifespan.shutdown.failed", "message": failed})
+                return
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -37,6 +37,7 @@ observer, no tracer and INFO disabled, the cost is three ``perf_counter`` calls.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -367,6 +368,38 @@ class WebhookReceiver:
 
     def __repr__(self) -> str:
         return f"WebhookReceiver(tolerance={self.tolerance:g}, store={self.store!r})"
+
+    # -- closing --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connections the store and the inbox opened, in every thread.
+
+        Each closes only what it opened itself (a pool or client you passed in stays
+        open) and connects again on its next use, so the receiver stays usable. A
+        store or inbox without a ``close()`` method is left alone. Calling it again is
+        harmless.
+
+        Raises:
+            Exception: Whatever a store's or inbox's ``close()`` raises (the inbox is
+                still closed when the store's fails).
+        """
+        try:
+            _close(self.store)
+        finally:
+            _close(self.inbox)
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`, for a lifespan's shutdown.
+
+        Closes the running event loop's connections first (``aclose()`` of the Redis
+        and PostgreSQL stores and inbox), then the rest as :meth:`close` does, in a
+        worker thread (closing a pool waits for its threads).
+        """
+        for opened in (self.store, self.inbox):
+            closer = getattr(opened, "aclose", None)
+            if closer is not None:
+                await closer()
+        await asyncio.to_thread(self.close)
 
     def precheck(
         self, method: str, content_length: int | None = None, *, max_body_size: int | None = None
@@ -1303,3 +1336,10 @@ class _AsyncOf(AbstractAsyncContextManager[object]):
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         return self._context.__exit__(*exc_info)
+
+
+def _close(opened: object) -> None:
+    """``opened.close()`` when it has one (stores and inboxes that hold connections)."""
+    closer = getattr(opened, "close", None)
+    if closer is not None:
+        closer()
