@@ -471,7 +471,8 @@ def deliver(
 
     Every event in the file (and every injected duplicate) must be delivered: the
     exit code is 0 only then, and each event or duplicate that was not is named
-    (line, eventName, ID, why) on stderr.
+    (line, eventName, ID, why) on stderr. Ctrl-C stops it with the same report (and
+    audit log) of the attempts made so far, and exit code 130.
     """
     console = make_console()
     try:
@@ -488,8 +489,10 @@ def deliver(
         raise click.UsageError(str(error)) from None
     clock: Clock = VirtualClock() if fast else SystemClock()
     dead: list[DeadEvent] = []
+    interrupted = False
 
     async def run() -> Emulator:
+        nonlocal interrupted
         async with Sender(
             deadline=timeout,
             allow_private_destinations=allow_private_destinations,
@@ -508,7 +511,12 @@ def deliver(
             for endpoint in endpoints:
                 emulator.add_endpoint(endpoint)
             emulator.publish(event for _, event in events)
-            await emulator.run()
+            try:
+                await emulator.run()
+            except asyncio.CancelledError:
+                # Ctrl-C (asyncio.run cancels this task): the attempts in flight were
+                # cancelled; report what was delivered so far, then exit 130.
+                interrupted = True
             return emulator
 
     emulator = asyncio.run(run())
@@ -525,6 +533,8 @@ def deliver(
         except OSError as error:
             raise click.ClickException(f"cannot write the audit log: {error}") from None
         console.print(f"audit log: {literal(audit_log)} ({summary.attempts} attempts)")
+    if interrupted:
+        errors.print("[red]interrupted: the summary above counts the attempts made so far[/red]")
     if missing:
         errors.print(f"[red]{len(missing)} of {len(events)} event(s) not delivered:[/red]")
         for number, event, why in missing:
@@ -539,5 +549,7 @@ def deliver(
         )
         for number, event, why in failed_twins:
             errors.print(_not_delivered_line(number, event, why))
+    if interrupted:
+        raise SystemExit(130)  # as a shell reports a command stopped by SIGINT
     if missing or summary.delivered != summary.deliveries:
         raise SystemExit(1)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +203,46 @@ def test_piped_output_is_never_wrapped(status_server: Any, tmp_path: Path) -> No
     assert result.returncode == 0, result.stdout + result.stderr
     assert "┃" not in result.stdout
     assert "failure notifications\t0" in result.stdout.splitlines()
+
+
+def test_ctrl_c_stops_deliver_with_its_report_and_exit_code_130(
+    status_server: Any, tmp_path: Path
+) -> None:
+    """An interrupted run still prints the summary, writes the audit log and names the
+    events not delivered (here: both wait a minute for their retry after a 503)."""
+    url, app = status_server
+    marker = f"n-int-{len(app.requests)}"
+    events = write_events(
+        tmp_path / "events.jsonl",
+        {"eventName": "note.created", "data": {"id": f"{marker}-1"}},
+        {"eventName": "note.created", "data": {"id": f"{marker}-2"}},
+    )
+    audit = tmp_path / "audit.json"
+    arguments = [
+        *("deliver", "--url", f"{url}/status/503", "--secret", SECRET),
+        *("--allow-private-destinations", "--events", str(events), "--audit-log", str(audit)),
+    ]
+    process = subprocess.Popen(
+        [COMMAND, *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def attempts() -> int:
+        return sum(marker in request["body"].decode() for request in app.requests)
+
+    deadline = time.monotonic() + 30
+    while attempts() < 2 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert attempts() == 2, "both first attempts were made"
+    time.sleep(1.0)  # their 503s reach the emulator (an attempt in flight is abandoned)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert re.search(r"attempts\s+2", stdout), stdout
+    assert "interrupted" in stderr
+    assert "2 of 2 event(s) not delivered" in stderr
+    assert "Aborted" not in stderr + stdout
+    rows = json.loads(audit.read_text(encoding="utf-8"))
+    assert [row["status"] for row in rows] == [503, 503]
