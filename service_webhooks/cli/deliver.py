@@ -202,9 +202,13 @@ def trigger(
         f"{literal(redact_url(url))} "
         f"({len(event.body)} bytes)"
     )
-    delivery = asyncio.run(
-        _trigger(endpoint, event, clock, timeout, allow_private_destinations, console)
-    )
+    try:
+        delivery = asyncio.run(
+            _trigger(endpoint, event, clock, timeout, allow_private_destinations, console)
+        )
+    except KeyboardInterrupt:  # Ctrl-C: the attempts made are printed above
+        make_console(stderr=True).print("[red]interrupted: not delivered[/red]")
+        raise SystemExit(130) from None
     last = delivery.attempts[-1] if delivery.attempts else None
     verdicts = {
         DeliveryState.SUCCEEDED: "[green]delivered[/green]",

@@ -246,3 +246,27 @@ def test_ctrl_c_stops_deliver_with_its_report_and_exit_code_130(
     assert "Aborted" not in stderr + stdout
     rows = json.loads(audit.read_text(encoding="utf-8"))
     assert [row["status"] for row in rows] == [503, 503]
+
+
+def test_ctrl_c_stops_trigger_with_exit_code_130(status_server: Any) -> None:
+    url, app = status_server
+    marker = f"n-int-trigger-{len(app.requests)}"
+    arguments = [
+        *("trigger", "note.created", "--url", f"{url}/status/503", "--secret", SECRET),
+        *("--allow-private-destinations", "--data", json.dumps({"id": marker})),
+    ]
+    process = subprocess.Popen(
+        [COMMAND, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while process.poll() is None and time.monotonic() < deadline:
+        if any(marker in request["body"].decode() for request in app.requests):
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)  # its 503 reaches trigger, which then waits a minute for the retry
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "503" in stdout
+    assert "interrupted: not delivered" in stderr
+    assert "Aborted" not in stderr + stdout
