@@ -45,7 +45,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from time import perf_counter
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, Self, TypeAlias, TypeVar, cast
 
 import msgspec
 
@@ -377,7 +377,7 @@ class WebhookReceiver:
         Each closes only what it opened itself (a pool or client you passed in stays
         open) and connects again on its next use, so the receiver stays usable. A
         store or inbox without a ``close()`` method is left alone. Calling it again is
-        harmless.
+        harmless. ``with receiver:`` (``async with``) closes on leaving the block.
 
         Raises:
             Exception: Whatever a store's or inbox's ``close()`` raises (the inbox is
@@ -387,6 +387,18 @@ class WebhookReceiver:
             _close(self.store)
         finally:
             _close(self.inbox)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Async twin of :meth:`close`, for a lifespan's shutdown.

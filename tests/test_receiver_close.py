@@ -117,3 +117,14 @@ async def test_aclose_ends_the_postgres_connections_the_receiver_opened(
         await receiver.aclose()
         with psycopg.connect(postgres_url, autocommit=True) as connection:
             connection.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+async def test_leaving_a_with_block_closes_the_receiver(secret: str) -> None:
+    store = ClosingStore()
+    with WebhookReceiver(secret, store=store, inbox=False) as receiver:
+        assert isinstance(receiver, WebhookReceiver)
+        assert store.calls == []
+    assert store.calls == ["close"]
+    async with WebhookReceiver(secret, store=store, inbox=False) as receiver:
+        assert isinstance(receiver, WebhookReceiver)
+    assert store.calls == ["close", "aclose", "close"]
