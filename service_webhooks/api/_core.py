@@ -263,7 +263,7 @@ def _body_json(content: bytes) -> Any:
         return None
     try:
         return msgspec.json.decode(content)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # not JSON, or nested too deeply
         return None
 
 
@@ -377,16 +377,19 @@ def decode(call: Call, response: httpx.Response, type_: type[T]) -> T:
     """Decode a 2xx body into ``type_`` (a model of :mod:`.models`).
 
     Raises:
-        APIResponseError: The body is not JSON or does not match the model.
+        APIResponseError: The body is not JSON, does not match the model, or nests
+            arrays or objects deeper than the decoder can follow (a ``RecursionError``
+            of msgspec, for example in an undocumented ``details``).
     """
     decoder = _decoders.get(type_)
     if decoder is None:
         decoder = _decoders.setdefault(type_, msgspec.json.Decoder(type_))
     try:
         result: T = decoder.decode(response.content)
-    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+    except (msgspec.DecodeError, RecursionError) as exc:  # ValidationError is a DecodeError
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise APIResponseError(
-            f"unexpected response body: {exc}",
+            f"unexpected response body: {reason}",
             method=call.method,
             path=request_path(response.request),
             status_code=response.status_code,

@@ -169,10 +169,12 @@ class HistoryPage(msgspec.Struct, frozen=True):
     """One page of ``GET /settings/recording/v1/privacy/history`` (spec §4.1).
 
     ``next_pagination_token`` is empty or ``None`` on the last page (spec §4.4 leaves
-    the last page's value open, so both end the iteration).
+    the last page's value open, so both end the iteration). ``versions`` is required:
+    a body without it (``{}``, an error object sent with a 200) is not an empty last
+    page but an error (spec §9: removing a field is an incompatible change).
     """
 
-    versions: tuple[PrivacySettingsVersion, ...] = ()
+    versions: tuple[PrivacySettingsVersion, ...]
     next_pagination_token: str | None = None
 
     @property
@@ -187,10 +189,11 @@ class OperationsPage(
     """One page of ``GET /operations/v1`` (spec §4.2).
 
     ``next_pagination_token`` (wire name ``nextPaginationToken``, unlike history's
-    snake_case field) is empty or ``None`` on the last page.
+    snake_case field) is empty or ``None`` on the last page. ``operations`` is
+    required, like ``versions`` on a history page.
     """
 
-    operations: tuple[Operation, ...] = ()
+    operations: tuple[Operation, ...]
     next_pagination_token: str | None = None
 
     @property

@@ -21,6 +21,7 @@ in-process fake instead of the network.
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from rich.table import Column
 
 from service_webhooks import ConfigurationError, WebhookError
 from service_webhooks._extras import missing_extra
+from service_webhooks._reporting import printable
 from service_webhooks.api import (
     APIStatusError,
     Client,
@@ -192,8 +194,19 @@ def _completer(known: type[OperationState] | type[OperationType]) -> Any:
 
 
 def _hint_next(token: str | None) -> None:
+    """The option giving the next page, quoted for a shell (a token may hold ``&``,
+    ``;`` or spaces) and with control characters escaped (a token from the service
+    must not send terminal escapes)."""
     if token:
-        click.echo(f"more results: --pagination-token {token} (or --all)", err=True)
+        shown = shlex.quote(printable(token))
+        click.echo(f"more results: --pagination-token {shown} (or --all)", err=True)
+
+
+def _cell(text: str) -> str:
+    """A text of the service for one table cell: on one line (a tab or a line break
+    becomes a space), other control characters (an ANSI escape) written as Python
+    escapes, so a value from the API never splits a row nor drives the terminal."""
+    return printable(" ".join(text.splitlines()).replace("\t", " "))
 
 
 def _versions_table(versions: list[PrivacySettingsVersion]) -> Rows:
@@ -208,10 +221,10 @@ def _versions_table(versions: list[PrivacySettingsVersion]) -> Rows:
     rows = [
         [
             _when(version.metadata.last_updated),
-            version.metadata.last_updated_by,
+            _cell(version.metadata.last_updated_by),
             str(len(version.element_blocks)),
             str(len(version.ajax_watches)),
-            version.default_privacy_mode,
+            _cell(version.default_privacy_mode),
             "yes" if version.discard_ip_addresses else "no",
         ]
         for version in versions
@@ -231,13 +244,13 @@ def _operations_table(operations: list[Operation]) -> Rows:
     ]
     rows = [
         [
-            op.id,
-            op.type,
-            op.state,
+            _cell(op.id),
+            _cell(op.type),
+            _cell(op.state),
             _when(op.created_at),
             _when(op.finished_at),
             f"{op.estimate_pct_complete:g}",
-            op.error_details,
+            _cell(op.error_details),
         ]
         for op in operations
     ]

@@ -331,3 +331,57 @@ def test_all_shows_every_page_up_to_a_repeated_token_then_fails(fake: FakeAPI) -
     assert result.exit_code == 1
     assert len(result.stdout.splitlines()) == 1 + 10  # the header, then both pages
     assert "repeated pagination token" in result.stderr
+
+
+def _one_page(page: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` for CliRunner: every request is answered 200 with ``page``."""
+    return {"api_transport": httpx.MockTransport(lambda request: httpx.Response(200, json=page))}
+
+
+def test_the_next_page_hint_is_quoted_and_escaped() -> None:
+    """The service's token was printed as sent: a ``;`` or ``&`` in it ran a command
+    when the hint was pasted into a shell, an ESC drove the terminal."""
+    page = {"operations": [], "nextPaginationToken": "a&b; rm -rf x\x1b]0;t\x07"}
+    result = CliRunner().invoke(main, ["api", "operations"], env=ENV, obj=_one_page(page))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "more results: --pagination-token 'a&b; rm -rf x\\x1b]0;t\\x07' (or --all)"
+    ]
+    base64ish = {"versions": [], "next_pagination_token": "ab+/c=="}
+    result = CliRunner().invoke(main, ["api", "privacy-history"], env=ENV, obj=_one_page(base64ish))
+    assert result.stderr.splitlines() == ["more results: --pagination-token ab+/c== (or --all)"]
+
+
+def test_terminal_escapes_in_api_texts_are_escaped_in_tables(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ESC in an id or an error text reached the terminal (and a piped file)."""
+    fake.operations[0]["id"] = "op-\x1b[31mred"
+    fake.operations[0]["errorDetails"] = "no\x1b]0;title\x07"
+    fake.versions[0]["metadata"]["lastUpdatedBy"] = "a@b\x1b[2J"
+    piped = run(fake, "operations", "--limit", "1")
+    assert piped.exit_code == 0, piped.output
+    row = piped.stdout.splitlines()[1].split("\t")
+    assert (row[0], row[-1]) == ("op-\\x1b[31mred", "no\\x1b]0;title\\x07")
+    history = run(fake, "privacy-history", "--limit", "1")
+    assert history.stdout.splitlines()[1].split("\t")[1] == "a@b\\x1b[2J"
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=200, color_system=None)
+    cli_api = importlib.import_module("service_webhooks.cli.api")  # the module, not the group
+    monkeypatch.setattr(cli_api, "console", lambda: terminal)
+    shown = run(fake, "operations", "--limit", "1")
+    assert shown.exit_code == 0, shown.output
+    assert "\x1b" not in screen.getvalue()
+    assert "op-\\x1b[31mred" in screen.getvalue()
+
+
+def test_a_page_nested_too_deeply_is_an_error_not_a_traceback() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    body = '{"operations": [{"id": "x", "type": "T", "state": "S", "details": ' + deep + "}]}"
+    obj = {"api_transport": httpx.MockTransport(lambda r: httpx.Response(200, text=body))}
+    for extra in ([], ["--json"]):
+        result = CliRunner().invoke(main, ["api", "operations", *extra], env=ENV, obj=obj)
+        assert result.exit_code == 1
+        assert result.stderr.splitlines() == [
+            "Error: unexpected response body: nested too deeply (GET /operations/v1)"
+        ]

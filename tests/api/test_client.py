@@ -380,6 +380,49 @@ async def test_a_2xx_with_a_bad_body_is_a_response_error(api: Api, body: bytes) 
     assert caught.value.path == HISTORY
 
 
+DEEP = b"[" * 100_000 + b"]" * 100_000  # deeper than msgspec follows: a RecursionError
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{}",  # a proxy's or a gateway's object, not a page
+        b'{"message": "maintenance"}',
+        b'{"next_pagination_token": ""}',
+        b'{"nextPaginationToken": "", "operations": []}',  # the other listing's page
+    ],
+)
+async def test_a_2xx_without_the_listings_array_is_a_response_error(api: Api, body: bytes) -> None:
+    # Not an empty last page: iterating would end silently, every version lost.
+    api.fake.inject(Fault(status=200, body=body))
+    with pytest.raises(APIResponseError, match="versions"):
+        await api.history()
+    api.fake.inject(Fault(status=200, body=body.replace(b"operations", b"versions")))
+    with pytest.raises(APIResponseError, match="operations"):
+        await api.list_operations()
+    api.fake.inject(Fault(status=200, body=body))
+    with pytest.raises(APIResponseError):
+        await api.items(api.iter_history())
+
+
+async def test_a_2xx_nested_too_deeply_is_a_response_error(api: Api) -> None:
+    # Undocumented fields (``details``, spec §2.8) hold any JSON; msgspec's own
+    # RecursionError must not escape the client.
+    operation = b'{"id": "x", "type": "T", "state": "S", "createdAt": "2024-01-01T00:00:00Z"'
+    for nested in (b', "details": ' + DEEP + b"}", b', "later": ' + DEEP + b"}"):
+        api.fake.inject(Fault(status=200, body=b'{"operations": [' + operation + nested + b"]}"))
+        with pytest.raises(APIResponseError, match="nested too deeply") as caught:
+            await api.list_operations()
+        assert caught.value.status_code == 200
+
+
+async def test_an_error_body_nested_too_deeply_is_a_status_error(api: Api) -> None:
+    api.fake.inject(Fault(status=404, body=b'{"message": ' + DEEP + b"}"))
+    with pytest.raises(NotFoundError) as caught:
+        await api.history()
+    assert caught.value.body is None
+
+
 async def test_a_repeated_token_stops_the_iteration(api: Api) -> None:
     api.fake.repeat_tokens = True
     pager = api.iter_operations(limit=5)
