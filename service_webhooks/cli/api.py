@@ -79,7 +79,7 @@ def _connection_options(command: F) -> F:
             type=FiniteRange(min=0, min_open=True),
             default=10.0,
             show_default=True,
-            help="Seconds to wait for each request.",
+            help="Seconds to wait for each step of a request (connect, each read).",
         ),
     ]
     for option in reversed(options):
