@@ -65,6 +65,8 @@ _TYPES = {
     "int": "bigint",
 }
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+# the stores' lock on a table name, taken while its schema is made (see create_schema)
+_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
 _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 
@@ -373,14 +375,23 @@ class PostgresInbox(SQLInbox):
         ``max_bytes`` is set, the size total the cap reads (see the module; made once,
         from the records already there).
 
+        Safe to run from several processes at once (workers starting together on a
+        new database): one transaction, serialized by a transaction-scoped advisory
+        lock on the table name, as :meth:`PostgresStore.create_schema
+        <service_webhooks.stores.PostgresStore.create_schema>` does. Without it, two
+        ``CREATE … IF NOT EXISTS`` of one table or index at once fail one of the
+        processes with a ``UniqueViolation``.
+
         Raises:
             psycopg.Error: The server refused (e.g. no ``CREATE`` privilege).
         """
         with self._sync_pool().connection() as connection:
-            for statement in _statements(self.table, size_total=self.max_bytes is not None):
-                connection.execute(statement.encode())
+            with connection.transaction():
+                connection.execute(_SCHEMA_LOCK, {"name": self.table})
+                for statement in _statements(self.table, size_total=self.max_bytes is not None):
+                    connection.execute(statement.encode())
             if connection.info.transaction_status != _IDLE:
-                connection.commit()
+                connection.commit()  # a pool you passed in may not be autocommit
 
     def drop_schema(self) -> None:
         """Drop the table (and its indexes, its size total): every record is gone."""
