@@ -35,7 +35,9 @@ class ReceivedDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("reason", "status", "event_name", "organization_id", "received_at")
     search_fields = ("^id", "=idempotency_key", "=organization_id")
     ordering = ("-received_at", "-id")
-    date_hierarchy = "received_at"
+    # no date_hierarchy: its links are the distinct months (days) of every record, each
+    # record's time truncated on every page (4 s per page over 600,000 records on SQLite,
+    # where the truncation is a Python function); the received_at filter needs no query
     actions = ("replay",)
     fields = (
         "id", "received_at", "organization_id", "event_name", "version", "idempotency_key",

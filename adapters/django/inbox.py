@@ -7,7 +7,10 @@ query API, paging and pruning follow :class:`~service_webhooks.inbox.Inbox` exac
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -38,8 +41,14 @@ from .models import ReceivedDeliveryRecord
 
 __all__ = ["DjangoInbox"]
 
+logger = logging.getLogger("service_webhooks")
+
 _PRUNE_BATCH = 500
-"""Records deleted by one statement of the size cap (their IDs are read that many at once)."""
+"""Records deleted by one statement of a prune (their IDs are read that many at once)."""
+_STEP_BATCHES = 4
+"""Statements of expired records, and of records past the size cap, the automatic prune
+step deletes at most (2,000 records each, as the SQL inboxes' step): a delivery's prune
+stays short however large the backlog (a lowered retention, a first prune)."""
 _FIELDS = [f for f in ReceivedDelivery.__struct_fields__ if f not in ("seen", "replays")]
 _LENGTHS = {
     field.name: field.max_length
@@ -110,8 +119,26 @@ class DjangoInbox(SyncInbox):
         self._since_prune += 1
         if self._since_prune >= self._prune_every:
             self._since_prune = 0
-            self.prune()
+            self._prune_step()
         return row.seen
+
+    def _prune_step(self) -> None:
+        """The automatic prune, on a delivery's path: at most :data:`_STEP_BATCHES`
+        batches of expired records, then as many past the ``max_bytes`` cap, each
+        statement committed alone (SQLite refuses at once a transaction that reads then
+        writes while another connection writes); a failure is logged, never the
+        delivery's answer (its record is written). Inside a caller's transaction, in a
+        savepoint: a failure leaves that transaction usable."""
+        in_transaction = transaction.get_connection(self.using).in_atomic_block
+        try:
+            with (
+                transaction.atomic(using=self.using) if in_transaction else contextlib.nullcontext()
+            ):
+                self._prune_expired(_STEP_BATCHES)
+                if self.max_bytes is not None:
+                    self._prune_bytes(_STEP_BATCHES)
+        except Exception as error:  # housekeeping: the answer stands
+            logger.warning("service_webhooks: inbox prune step failed: %s", type(error).__name__)
 
     def add_replay(self, delivery_id: str, replay: Replay) -> bool:
         row = self._rows.filter(id=delivery_id)
@@ -169,15 +196,38 @@ class DjangoInbox(SyncInbox):
         return [_delivery(row) for row in ordered]
 
     def prune(self) -> int:
-        cutoff = from_micros(int((self._clock() - self.retention) * 1_000_000))
-        deleted, _ = self._rows.filter(received_at__lt=_stored_time(cutoff)).delete()
-        if self.max_bytes is None:
-            return deleted
+        deleted = self._prune_expired(math.inf)
+        if self.max_bytes is not None:
+            deleted += self._prune_bytes(math.inf)
+        return deleted
+
+    def _prune_expired(self, batches: float) -> int:
+        """Delete the records past retention, oldest first, :data:`_PRUNE_BATCH` per
+        statement (no one statement holds the table, on SQLite the write lock every
+        delivery's record waits for, for the whole backlog); at most ``batches``
+        statements."""
+        cutoff = _stored_time(from_micros(int((self._clock() - self.retention) * 1_000_000)))
+        expired = self._rows.filter(received_at__lt=cutoff).order_by("received_at", "id")
+        deleted = 0
+        while batches > 0:
+            batches -= 1
+            doomed = list(expired.values_list("id", flat=True)[:_PRUNE_BATCH])
+            deleted += self._rows.filter(id__in=doomed).delete()[0] if doomed else 0
+            if len(doomed) < _PRUNE_BATCH:
+                break
+        return deleted
+
+    def _prune_bytes(self, batches: float) -> int:
+        """Delete the oldest records past the ``max_bytes`` cap, at most ``batches``
+        statements of :data:`_PRUNE_BATCH`."""
+        assert self.max_bytes is not None
+        deleted = 0
         # the cap: the database sums the sizes; the oldest records go, a batch at a time,
         # until the rest fits (only the IDs and sizes of the records deleted are read)
         total = self._rows.aggregate(total=Sum("size"))["total"] or 0
         oldest_first = self._rows.order_by("received_at", "id").values_list("id", "size")
-        while total > self.max_bytes:
+        while total > self.max_bytes and batches > 0:
+            batches -= 1
             doomed = []
             for record_id, size in oldest_first[:_PRUNE_BATCH]:
                 if total <= self.max_bytes:

@@ -580,10 +580,30 @@ class SQLInbox(SyncInbox):
                 return deleted
 
     def purge(self, query: InboxQuery | None = None) -> int:
+        # In batches of PRUNE_BATCH records, oldest first, each a range of the keyset
+        # index after the last: no one statement holds the table (SQLite's write lock,
+        # which every delivery's record waits for) for the whole inbox.
+        table = self._table_sql()
         clauses, params = self._where(query)
-        return self._execute(
-            self._sql(f"DELETE FROM {self._table_sql()}{self._and(clauses)}"), params
-        )
+        deleted = 0
+        after: list[Any] = []
+        while True:
+            since = ["(received_at, id) > (?, ?)"] if after else []
+            bound = self._query(
+                self._sql(
+                    f"SELECT received_at, id FROM {table}{self._and([*clauses, *since])}"
+                    f" ORDER BY received_at, id LIMIT 1 OFFSET {PRUNE_BATCH - 1}"
+                ),
+                [*params, *after],
+            )
+            until = ["(received_at, id) <= (?, ?)"] if bound else []
+            deleted += self._execute(
+                self._sql(f"DELETE FROM {table}{self._and([*clauses, *since, *until])}"),
+                [*params, *after, *(bound[0] if bound else ())],
+            )
+            if not bound:
+                return deleted
+            after = list(bound[0])
 
 
 def _insert_sql(table: str, parameters: list[str], constants: dict[str, str] | None = None) -> str:

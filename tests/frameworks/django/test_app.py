@@ -234,8 +234,10 @@ def test_the_app_files_stay_small() -> None:
     # TRANSACTIONAL, ASYNC_VIEW and the STORE/INBOX dicts refused values they ignored; 850
     # until a value the receiver refuses was named by its key in SERVICE_WEBHOOKS; 855
     # until the view and the admin's list left ATOMIC_REQUESTS on every database, the
-    # project receiver followed override_settings and W004 found i18n_patterns()
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 890
+    # project receiver followed override_settings and W004 found i18n_patterns(); 890
+    # until the ORM inbox's automatic prune deleted a few batches, not a whole backlog in
+    # one statement, and logged its failures instead of failing the delivery
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 920
 
 
 def _now() -> Any:
