@@ -12,7 +12,7 @@ No exception message ever contains a secret.
     ├── SignatureError                 401: the delivery is not authentic (spec §5.2)
     │   ├── SignatureFormatError       reason "format": header missing or malformed
     │   ├── SignatureMismatchError     reason "signature": no accepted secret gives this v
-    │   ├── TimestampError             reason "timestamp": |now - t| > tolerance
+    │   ├── TimestampError             reason "timestamp": |floor(now) - t| > tolerance
     │   └── UnknownOrganizationError   reason "unknown_organization": no secret for o
     ├── EnvelopeError                  400, reason "malformed_envelope" (spec §2.7)
     │   └── PayloadTooLargeError       413, reason "payload_too_large" (spec §6.1, 1 MiB)

@@ -15,11 +15,13 @@ The rule, from spec §5.2:
    a mismatch, like a wrong one, and so is a non-canonical one (set bits after the last
    byte: another spelling of the same digest), so that no change to ``v`` is ever
    accepted.
-4. ``abs(now - t) > tolerance`` is rejected, in both directions (clock skew), with
-   ``now`` as exact as the clock gives it; a difference equal to the tolerance is
-   accepted (spec §5.2: rejected when "greater than five minutes"). So ``t = now - 300``
-   passes and ``now - 300.5`` does not. A correct signature does not excuse an old
-   timestamp. The clock is :func:`time.time` looked up at call time, so
+4. ``abs(floor(now) - t) > tolerance`` is rejected, in both directions (clock skew):
+   ``t`` is whole seconds, so the clock is read in whole seconds too, and a difference
+   equal to the tolerance is accepted (spec §5.2: rejected when "greater than five
+   minutes"). So at any instant of second ``N``, ``t = N - 300`` and ``t = N + 300``
+   pass and ``N - 301`` and ``N + 301`` do not: the same 300 s each way (comparing the
+   exact reading would refuse ``N - 300`` as soon as the clock is past ``N.0``). A
+   correct signature does not excuse an old timestamp. The clock is :func:`time.time` looked up at call time, so
    ``freezegun`` works; pass ``now`` to pin it.
 
 Everything here is pure: no I/O, no logging.
@@ -329,7 +331,8 @@ def verify(
         tolerance: Largest accepted ``abs(now - t)``, in seconds (default 300):
             a finite ``int`` or ``float``, ``>= 0``.
         now: The current Unix time in seconds (``float``); defaults to
-            :func:`time.time`. Compared exactly with ``t`` and with a secret's stop date.
+            :func:`time.time`. Compared in whole seconds (``floor(now)``) with ``t``,
+            which is whole seconds, and exactly with a secret's stop date.
 
     Returns:
         The parsed header, once the signature and the timestamp both check out.
@@ -414,5 +417,6 @@ def check(
         if _decode_v(parsed.signature) is None:
             raise SignatureMismatchError("v is not a base64 HMAC-SHA256 digest")
         raise SignatureMismatchError("no accepted secret produces this signature")
-    if abs(now - parsed.timestamp) > tolerance:  # spec §5.2: "greater than five minutes"
+    # spec §5.2: "greater than five minutes"; t is whole seconds, so is the clock's reading
+    if abs(math.floor(now) - parsed.timestamp) > tolerance:
         raise TimestampError(f"t is more than {tolerance:g} s from the receiver's clock")

@@ -143,17 +143,17 @@ def test_beyond_tolerance_is_rejected_even_with_a_good_signature(skew: int) -> N
     ("t_offset", "now_offset", "accepted"),
     [
         (-300, 0.0, True),  # exactly 300 s old
-        (-300, 0.5, False),  # 300.5 s old: "greater than five minutes" (spec §5.2)
+        (-300, 0.5, True),  # still second NOW: 300 whole seconds (t has no fraction)
+        (-300, 0.999, True),
+        (-300, 1.0, False),  # 301 s: "greater than five minutes" (spec §5.2)
         (-300, -0.5, True),
         (300, 0.0, True),  # 300 s in the future (clock skew)
-        (300, 0.5, True),  # 299.5 s
-        (300, -0.5, False),  # 300.5 s
+        (300, 0.999, True),
+        (300, -0.5, False),  # second NOW - 1: 301 s
     ],
 )
-def test_tolerance_compares_the_exact_clock(
-    t_offset: int, now_offset: float, accepted: bool
-) -> None:
-    """``abs(now - t) > tolerance`` is rejected, with ``now`` as exact as the clock."""
+def test_tolerance_compares_whole_seconds(t_offset: int, now_offset: float, accepted: bool) -> None:
+    """``abs(floor(now) - t) > tolerance`` is rejected: the same 300 s each way."""
     signed = header(t=NOW + t_offset)
     if accepted:
         assert verify(BODY, signed, [Secret(KEY)], now=NOW + now_offset).timestamp == NOW + t_offset
@@ -169,11 +169,11 @@ def test_one_second_past_tolerance_fails_whatever_the_fraction(skew: int, fracti
         verify(BODY, header(t=NOW + skew), [Secret(KEY)], now=NOW + fraction)
 
 
-def test_the_boundary_under_the_default_clock_is_exact() -> None:
-    with freeze_time(datetime.fromtimestamp(NOW, UTC)):
+def test_the_boundary_under_the_default_clock_is_whole_seconds() -> None:
+    with freeze_time(datetime.fromtimestamp(NOW + 0.75, UTC)):
         assert verify(BODY, header(t=NOW - 300), [Secret(KEY)]).timestamp == NOW - 300
-    with freeze_time(datetime.fromtimestamp(NOW + 0.25, UTC)), pytest.raises(TimestampError):
-        verify(BODY, header(t=NOW - 300), [Secret(KEY)])  # 300.25 s old
+    with freeze_time(datetime.fromtimestamp(NOW + 1, UTC)), pytest.raises(TimestampError):
+        verify(BODY, header(t=NOW - 300), [Secret(KEY)])  # 301 s old
 
 
 def test_custom_tolerance() -> None:
