@@ -21,8 +21,8 @@ The rule, from spec §5.2:
    minutes"). So at any instant of second ``N``, ``t = N - 300`` and ``t = N + 300``
    pass and ``N - 301`` and ``N + 301`` do not: the same 300 s each way (comparing the
    exact reading would refuse ``N - 300`` as soon as the clock is past ``N.0``). A
-   correct signature does not excuse an old timestamp. The clock is :func:`time.time` looked up at call time, so
-   ``freezegun`` works; pass ``now`` to pin it.
+   correct signature does not excuse an old timestamp. The clock is :func:`time.time`
+   looked up at call time, so ``freezegun`` works; pass ``now`` to pin it.
 
 Everything here is pure: no I/O, no logging.
 """
