@@ -377,8 +377,8 @@ class PostgresInbox(SQLInbox):
 
         Safe to run from several processes at once (workers starting together on a
         new database): one transaction, serialized by a transaction-scoped advisory
-        lock on the table name, as :meth:`PostgresStore.create_schema
-        <service_webhooks.stores.PostgresStore.create_schema>` does. Without it, two
+        lock on the table name, as
+        :meth:`~service_webhooks.stores.PostgresStore.create_schema` does. Without it, two
         ``CREATE … IF NOT EXISTS`` of one table or index at once fail one of the
         processes with a ``UniqueViolation``.
 
