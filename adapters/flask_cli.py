@@ -19,10 +19,10 @@ from service_webhooks.inbox import Inbox, SQLiteInbox
 from service_webhooks.inbox.commands import (
     check_replay_selection,
     dry_run_line,
-    every,
     find,
     json_line,
     replay_line,
+    replay_selection,
     replay_total,
     selection,
     show_lines,
@@ -147,7 +147,7 @@ def replay_command(
     if delivery_ids:
         records = [_find(inbox, prefix) for prefix in delivery_ids]
     else:
-        records = list(every(inbox, _select(statuses, event, organization, since)))[::-1]
+        records = replay_selection(inbox, _select(statuses, event, organization, since))
     if dry_run:
         for record in records:
             click.echo(dry_run_line(record))

@@ -20,7 +20,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -46,6 +46,7 @@ from service_webhooks.inbox.commands import (
     find,
     json_line,
     replay_line,
+    replay_selection,
     replay_total,
     selection,
     show_lines,
@@ -222,16 +223,6 @@ def _find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
         raise click.ClickException(str(error)) from None
 
 
-def _all(inbox: Inbox, query: InboxQuery) -> Iterator[ReceivedDelivery]:
-    cursor: str | None = None
-    while True:
-        page = inbox.search(query, limit=500, cursor=cursor)
-        yield from page.items
-        cursor = page.next_cursor
-        if cursor is None:
-            return
-
-
 @click.group()
 def inbox() -> None:
     """Inspect the inbox of received deliveries, replay them, prune it."""
@@ -353,8 +344,7 @@ def replay(
     if delivery_ids:
         records = [_find(source, delivery_id) for delivery_id in delivery_ids]
     else:
-        records = list(_all(source, _query(statuses, None, None, since)))
-        records.reverse()  # oldest first: replay in arrival order
+        records = replay_selection(source, _query(statuses, None, None, since))
     if dry_run:
         for record in records:
             click.echo(dry_run_line(record))

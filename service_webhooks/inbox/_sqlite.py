@@ -48,7 +48,15 @@ from ..stores._sqlite import (
     writable,
 )
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
-from ._sql import ESSENTIAL_INDEXES, SQLInbox, derived_name, schema, size_total_table
+from ._sql import (
+    _SELECT,
+    ESSENTIAL_INDEXES,
+    SQLInbox,
+    _RowKey,
+    derived_name,
+    schema,
+    size_total_table,
+)
 
 __all__ = ["DEFAULT_INBOX_TABLE", "SQLiteInbox"]
 
@@ -122,6 +130,23 @@ class SQLiteInbox(SQLInbox):
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else time.time()
+
+    def _page(
+        self, where: str, params: list[Any], order: str, key: _RowKey
+    ) -> list[tuple[Any, ...]]:
+        # The rows are chosen by their keys alone, then read whole. SQLite has no index
+        # per filter here: a page filtered by an ID prefix sorts the ID index's range by
+        # time, the slowest handlers sort the last 24 hours. Sorting whole records read
+        # every body of the range (a short prefix's page cost the size of the inbox:
+        # 2.7 s over 1M records of 700 bytes); sorting keys reads the page's bodies
+        # only. The page's rows are put in order here: an outer ORDER BY would copy
+        # them whole, bodies included, through a sorter.
+        table = self._table_sql()
+        statement = (
+            f"SELECT {_SELECT} FROM {table} WHERE rowid IN"
+            f" (SELECT rowid FROM {table}{where} ORDER BY {order} LIMIT ?)"
+        )
+        return sorted(self._query(statement, params), key=key, reverse=True)
 
     def _append_replay_sql(self) -> str:
         return (

@@ -11,12 +11,14 @@ import msgspec
 import pytest
 
 from service_webhooks import Outcome
-from service_webhooks.inbox import ReceivedDelivery, Replay
+from service_webhooks.inbox import InboxPage, InboxQuery, MemoryInbox, ReceivedDelivery, Replay
 from service_webhooks.inbox.commands import (
     CELL_CHARS,
+    REPLAY_PAGE,
     dry_run_line,
     json_line,
     replay_line,
+    replay_selection,
     selection,
     show_lines,
     table_lines,
@@ -146,3 +148,40 @@ def test_a_cell_is_cut_before_its_control_characters_are_escaped() -> None:
     record = _record(event_name="\x1b" * 500)
     cell = table_row(record)[3]
     assert cell == "\\x1b" * (CELL_CHARS - 1) + "\u2026 v1"
+
+
+class _PagesRead(MemoryInbox):
+    """A memory inbox that remembers the ``limit`` of every page searched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limits: list[int] = []
+
+    def search(
+        self, query: InboxQuery | None = None, *, limit: int = 50, cursor: str | None = None
+    ) -> InboxPage:
+        self.limits.append(limit)
+        return super().search(query, limit=limit, cursor=cursor)
+
+
+def test_a_replay_selection_keeps_no_body_and_reads_small_pages() -> None:
+    """The records a replay selects are kept until the last is replayed: with their
+    bodies (1 MiB each at most), 10,000 failed deliveries held 10 GiB before the first
+    replay ran. Each replay reads its record again; the lines show no body."""
+    inbox = _PagesRead()
+    start = datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC)
+    for index in range(250):
+        inbox.record(
+            msgspec.structs.replace(
+                _record(reason="handler_failed", status=500, traceback="Traceback…"),
+                id=f"{index:032x}",
+                received_at=start + datetime.timedelta(seconds=index),
+                body=b"x" * 10_000,
+            )
+        )
+    records = replay_selection(inbox, selection(["handler_failed"]))
+    assert [r.id for r in records] == [f"{index:032x}" for index in range(250)]  # oldest first
+    assert {(r.body, r.traceback) for r in records} == {(b"", None)}
+    assert dry_run_line(records[0]) == f"{0:032x}\tnote.created\thandler_failed\twould replay"
+    assert inbox.limits
+    assert max(inbox.limits) <= REPLAY_PAGE <= 100

@@ -13,9 +13,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from service_webhooks.inbox.commands import (
     check_replay_selection,
     dry_run_line,
-    every,
     find,
     replay_line,
+    replay_selection,
     replay_total,
     selection,
 )
@@ -54,7 +54,7 @@ class Command(BaseCommand):
                 query = selection(
                     options["status"], options["event"], options["organization"], options["since"]
                 )
-                records = list(every(inbox, query))[::-1]  # oldest first: arrival order
+                records = replay_selection(inbox, query)  # oldest first: arrival order
         except ValueError as error:  # a usage error: exit 2, as `service-webhooks inbox replay`
             raise CommandError(str(error), returncode=2) from error
         except LookupError as error:  # no such delivery, or a prefix matching several: 1
