@@ -37,6 +37,7 @@ import re
 import time
 from collections.abc import Sequence
 from hmac import compare_digest
+from math import floor
 from typing import Any
 
 import msgspec
@@ -418,5 +419,6 @@ def check(
             raise SignatureMismatchError("v is not a base64 HMAC-SHA256 digest")
         raise SignatureMismatchError("no accepted secret produces this signature")
     # spec §5.2: "greater than five minutes"; t is whole seconds, so is the clock's reading
-    if abs(math.floor(now) - parsed.timestamp) > tolerance:
+    # (floor imported as a name: int arithmetic after it costs less than the float's)
+    if abs(floor(now) - parsed.timestamp) > tolerance:
         raise TimestampError(f"t is more than {tolerance:g} s from the receiver's clock")
