@@ -27,7 +27,9 @@ With RabbitMQ, set ``broker_transport_options={"confirm_publish": True}`` so
 Celery itself delivers at least once (the task acks late and requeues its message
 when its worker is lost, by default; a Redis visibility timeout re-delivers too).
 Pass ``store=`` to also deduplicate on the worker: each task then claims
-``"task:" + idempotency key`` before running the handlers.
+``"task:" + idempotency key`` before running the handlers. A worker whose store fails
+that claim sends the task again, to run one lease later, rather than failing it (a
+failed task's message is acknowledged, and it is the event's only copy).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any
 from ._dispatch import Router
 from ._envelope import decode_envelope
 from ._events import Event
-from ._exceptions import ConfigurationError, RetryLater
+from ._exceptions import ConfigurationError, RetryLater, StoreError
 from ._idempotency import (
     DEFAULT_LEASE,
     DEFAULT_RETENTION,
@@ -228,8 +230,11 @@ class CeleryHandoff:
 
         Returns:
             ``"processed"``, ``"duplicate"`` (worker-side store says done),
-            ``"unhandled"``, or ``"in_flight"``: another worker holds the claim, so the
-            task was sent again to run one ``lease`` later (see :meth:`_run_again_later`).
+            ``"unhandled"``, ``"in_flight"``: another worker holds the claim, so the
+            task was sent again to run one ``lease`` later (see :meth:`_run_again_later`),
+            or ``"store_unavailable"``: the store failed the worker-side claim, so the
+            task was sent again to run one ``lease`` later (in a worker; the event
+            was answered 200 once queued, so failing would drop it).
 
         Raises:
             Exception: Whatever a handler raised (the worker-side claim is released
@@ -237,6 +242,8 @@ class CeleryHandoff:
             HandoffError: Another worker holds the claim and this call runs outside a
                 worker (called directly or eagerly), or the broker refused the
                 re-sent task.
+            StoreError: The store failed the worker-side claim and this call runs
+                outside a worker.
         """
         raw = body.encode("utf-8")
         envelope = decode_envelope(raw)
@@ -259,7 +266,15 @@ class CeleryHandoff:
         if replay is not None:
             key += ":replay:" + replay
         token = new_token()
-        state = guard(store.claim, key, token, self.lease)  # store down: StoreError, retried
+        try:
+            state = guard(store.claim, key, token, self.lease)
+        except StoreError:
+            # The delivery was answered 200 when this message was queued: failing the
+            # task would have Celery acknowledge (drop) the event's only copy.
+            if self._outside_worker():
+                raise
+            self._send((body, organization_id, timestamp, idempotency_key), replay, again=True)
+            return "store_unavailable"
         if state is ClaimState.DONE:
             return "duplicate"
         if state is ClaimState.IN_FLIGHT:
@@ -294,11 +309,16 @@ class CeleryHandoff:
         eager app inside the receiver's handler) there is no queue to wait in, so this
         raises :class:`HandoffError` and the caller retries (the receiver answers 503).
         """
-        request = self.task.request
-        if request.called_directly or request.is_eager:
+        if self._outside_worker():
             raise HandoffError("the same event is running in another worker")
         self._send((body, organization_id, timestamp, idempotency_key), replay, again=True)
         return "in_flight"
+
+    def _outside_worker(self) -> bool:
+        """Whether the task body runs outside a Celery worker (a direct call of
+        :meth:`run` or the task, or an eager app): there is no queue to wait in."""
+        request = self.task.request
+        return bool(request.called_directly or request.is_eager)
 
     def _renewer_for(self, store: IdempotencyStore) -> Renewer:
         """The renewer of worker-side claims on ``store`` (one thread, made on first

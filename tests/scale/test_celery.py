@@ -205,3 +205,30 @@ async def test_the_worker_rebuilds_the_same_event_and_dedups(tmp_path: Path) -> 
     with pytest.raises(HandoffError):
         busy.run(*args)
     assert len(seen) == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.services
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)  # broker and counter
+def test_a_store_down_when_the_worker_claims_delays_the_event_instead_of_losing_it(
+    backend: Any, celery_env: dict[str, str], throwaway_redis: Any, serve: Any, deliver: Any
+) -> None:
+    """The delivery is answered 200 once queued; the store (a private Redis) then goes
+    down before the worker claims the task. The task goes back on the queue for one
+    lease and runs once the store is back (before, it failed and Celery dropped it)."""
+    env = {**celery_env, "SW_SCALE_STORE": f"{throwaway_redis.url}?timeout=1"}
+    env["SW_CELERY_LEASE"] = "3"
+    server = serve(env, app="celery_app:web")
+    [answer] = deliver(server.url, ["store-down"])  # no worker yet: the task waits queued
+    assert (answer.status, answer.reason) == (200, "processed")
+    throwaway_redis.stop()
+    process = _start_worker(env)
+    try:
+        time.sleep(4)  # the worker takes the task while the store is down
+        assert backend.counts() == {}
+        throwaway_redis.start()
+        assert _wait_for(lambda: backend.counts().get("store-down") == 1, 30), (
+            "the event answered 200 never ran"
+        )
+    finally:
+        _kill(process)

@@ -22,6 +22,7 @@ from service_webhooks import (
     ConfigurationError,
     Event,
     NoteCreated,
+    StoreError,
     WebhookReceiver,
     default_idempotency_key,
     sign,
@@ -285,3 +286,38 @@ def test_the_task_acks_late_and_requeues_when_its_worker_is_lost_unless_told_oth
     options = {"acks_late": False, "reject_on_worker_lost": False}
     task = CeleryHandoff(eager_app("at-most-once"), task_options=options).task
     assert (task.acks_late, task.reject_on_worker_lost) == (False, False)
+
+
+class _DownStore(MemoryStore):
+    """A worker-side store that is unreachable: every claim fails."""
+
+    def claim(self, key: str, token: str, lease: float) -> ClaimState:
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+
+def test_in_a_worker_a_store_failing_the_claim_sends_the_task_again_one_lease_later() -> None:
+    """The delivery was answered 200 once queued: a task that failed on the worker's
+    store would be acknowledged by Celery and the event lost. It is sent again instead."""
+    app = Celery("store-down", broker="memory://")
+    handoff = CeleryHandoff(app, store=_DownStore(), lease=9, queue="hooks-down")
+    ran: list[Event[Any]] = []
+    handoff.on("note.created")(ran.append)
+    args = args_for(NOTE)
+    handoff.task.push_request(called_directly=False, is_eager=False, id="t-3")
+    try:
+        assert handoff.run(*args) == "store_unavailable"
+    finally:
+        handoff.task.pop_request()
+    assert ran == []
+    with app.connection() as connection:
+        message = connection.SimpleQueue("hooks-down").get(timeout=1)
+    assert message.headers["task"] == DEFAULT_TASK_NAME
+    assert message.headers["eta"] is not None  # sent with countdown=lease
+    assert list(message.decode()[0]) == list(args)
+
+
+def test_outside_a_worker_a_store_failing_the_claim_raises_store_error() -> None:
+    handoff = CeleryHandoff(eager_app(), store=_DownStore())
+    handoff.on("note.created")(lambda event: None)
+    with pytest.raises(StoreError):
+        handoff.run(*args_for(NOTE))
