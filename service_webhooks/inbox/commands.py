@@ -4,7 +4,8 @@ what they print, so ``service-webhooks inbox``, ``flask service-webhooks`` and
 ``manage.py service_webhooks_replay`` print the same: the ``list`` table
 (:data:`TABLE_COLUMNS`, :func:`table_row`, :func:`table_lines`), a record as JSON
 (:func:`record_json`, :func:`json_line`), ``show``'s text (:func:`show_lines`) and
-``replay``'s lines (:func:`replay_line`, :func:`dry_run_line`, :func:`replay_total`).
+``replay``'s selection and lines (:func:`replay_selection`, :func:`replay_line`,
+:func:`dry_run_line`, :func:`replay_total`).
 
 Errors are :class:`ValueError` (a bad filter, selection or ID) and :class:`LookupError`
 (no such record, or a prefix matching several); each command reports them its own way.
@@ -16,7 +17,7 @@ import base64
 import datetime
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -35,7 +36,6 @@ __all__ = [
     "check_replay_selection",
     "clip",
     "dry_run_line",
-    "every",
     "find",
     "json_line",
     "parse_since",
@@ -157,17 +157,6 @@ def find(inbox: Inbox, prefix: str) -> ReceivedDelivery:
     if len(found) > 1:
         raise LookupError(f"{text!r} matches several deliveries: give more digits")
     return found[0]
-
-
-def every(inbox: Inbox, query: InboxQuery) -> Iterator[ReceivedDelivery]:
-    """Every record ``query`` selects, newest first, page by page."""
-    cursor: str | None = None
-    while True:
-        page = inbox.search(query, limit=500, cursor=cursor)
-        yield from page.items
-        cursor = page.next_cursor
-        if cursor is None:
-            return
 
 
 REPLAY_PAGE = 100
