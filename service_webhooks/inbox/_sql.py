@@ -21,7 +21,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -105,18 +105,6 @@ ESSENTIAL_INDEXES = INDEXES[:2]
 
 _HEX = "0123456789abcdef"
 
-_RowKey = Callable[[Sequence[Any]], Any]
-
-
-def _newest(row: Sequence[Any]) -> Any:
-    """A row's place in a list page (``received_at DESC, id DESC``, reversed)."""
-    return (row[1], row[0])
-
-
-def _slowest(row: Sequence[Any]) -> Any:
-    """A row's place among the slowest handlers (``handler_time DESC, …``, reversed)."""
-    return (row[16], row[1], row[0])
-
 
 def _prefix_end(prefix: str) -> str | None:
     """The smallest hex string above every string starting with ``prefix`` (lowercase
@@ -197,12 +185,10 @@ class SQLInbox(SyncInbox):
     def _append_replay_sql(self) -> str:
         raise NotImplementedError
 
-    def _page(
-        self, where: str, params: list[Any], order: str, key: _RowKey
-    ) -> list[tuple[Any, ...]]:
+    def _page(self, where: str, params: list[Any], order: str) -> list[tuple[Any, ...]]:
         """The first rows matching ``where`` (``" WHERE …"`` or ``""``, with ``params``)
-        in ``order`` (an ``ORDER BY`` list, every term descending; ``key(row)``: the
-        same order in Python), as many as the last parameter (``LIMIT ?``)."""
+        in ``order`` (an ``ORDER BY`` list of :data:`COLUMNS`, every term descending),
+        as many as the last parameter (``LIMIT ?``)."""
         statement = f"SELECT {_SELECT} FROM {self._table_sql()}{where} ORDER BY {order} LIMIT ?"
         return self._query(self._sql(statement), params)
 
@@ -458,9 +444,7 @@ class SQLInbox(SyncInbox):
             # a row comparison: an index condition, so page N costs what page 1 costs
             clauses.append("(received_at, id) < (?, ?)")
             params.extend((self._time_param(micros), record_id))
-        rows = self._page(
-            self._and(clauses), [*params, limit + 1], "received_at DESC, id DESC", _newest
-        )
+        rows = self._page(self._and(clauses), [*params, limit + 1], "received_at DESC, id DESC")
         items = [self._row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return InboxPage(tuple(items), encode_cursor(items[-1]) if more else None)
@@ -545,7 +529,6 @@ class SQLInbox(SyncInbox):
             self._and(clauses),
             [*params, limit],
             "handler_time DESC, received_at DESC, id DESC",
-            _slowest,
         )
         return [self._row(row) for row in rows]
 

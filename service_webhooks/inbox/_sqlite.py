@@ -35,6 +35,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,9 @@ from ..stores._sqlite import (
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
 from ._sql import (
     _SELECT,
+    COLUMNS,
     ESSENTIAL_INDEXES,
     SQLInbox,
-    _RowKey,
     derived_name,
     schema,
     size_total_table,
@@ -131,9 +132,7 @@ class SQLiteInbox(SQLInbox):
     def _now(self) -> float:
         return self._clock() if self._clock is not None else time.time()
 
-    def _page(
-        self, where: str, params: list[Any], order: str, key: _RowKey
-    ) -> list[tuple[Any, ...]]:
+    def _page(self, where: str, params: list[Any], order: str) -> list[tuple[Any, ...]]:
         # The rows are chosen by their keys alone, then read whole. SQLite has no index
         # per filter here: a page filtered by an ID prefix sorts the ID index's range by
         # time, the slowest handlers sort the last 24 hours. Sorting whole records read
@@ -146,7 +145,8 @@ class SQLiteInbox(SQLInbox):
             f"SELECT {_SELECT} FROM {table} WHERE rowid IN"
             f" (SELECT rowid FROM {table}{where} ORDER BY {order} LIMIT ?)"
         )
-        return sorted(self._query(statement, params), key=key, reverse=True)
+        terms = [COLUMNS.index(term.split()[0]) for term in order.split(",")]
+        return sorted(self._query(statement, params), key=itemgetter(*terms), reverse=True)
 
     def _append_replay_sql(self) -> str:
         return (
