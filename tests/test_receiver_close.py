@@ -9,27 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sw_closing import ClosingStore
 
 from service_webhooks import MemoryStore, WebhookReceiver
 
 Signed = Callable[..., tuple[bytes, str]]
-
-
-class ClosingStore(MemoryStore):
-    """A MemoryStore that records its close calls (and may fail them)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-        self.fail = fail
-
-    def close(self) -> None:
-        self.calls.append("close")
-        if self.fail:
-            raise OSError("cannot close")
-
-    async def aclose(self) -> None:
-        self.calls.append("aclose")
 
 
 def test_close_closes_the_store_and_a_store_without_close_is_left_alone(
@@ -51,7 +35,7 @@ def test_the_inbox_is_closed_even_when_the_store_fails_to_close(
     secret: str, tmp_path: Path, signed: Signed
 ) -> None:
     receiver = WebhookReceiver(
-        secret, store=ClosingStore(fail=True), inbox=f"sqlite:{tmp_path / 'inbox.db'}"
+        secret, store=ClosingStore(OSError("cannot close")), inbox=f"sqlite:{tmp_path / 'inbox.db'}"
     )
     receiver.on("note.created", lambda event: None)
     assert receiver.process(*signed()).reason == "processed"  # the inbox connects

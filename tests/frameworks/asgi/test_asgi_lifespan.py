@@ -10,28 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from starlette.testclient import TestClient
+from sw_closing import ClosingStore
 
-from service_webhooks import MemoryStore, WebhookReceiver
+from service_webhooks import WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
 
 Signed = Callable[..., tuple[bytes, str]]
-
-
-class ClosingStore(MemoryStore):
-    """A MemoryStore that records its close calls (and may fail them)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-        self.fail = fail
-
-    def close(self) -> None:
-        self.calls.append("close")
-        if self.fail:
-            raise OSError("disk gone")
-
-    async def aclose(self) -> None:
-        self.calls.append("aclose")
 
 
 def post(client: TestClient, signed: Signed) -> Any:
@@ -57,7 +41,7 @@ def test_shutdown_closes_the_store_and_a_new_startup_serves_again(
 
 
 async def test_a_failing_close_is_reported_as_shutdown_failed(secret: str) -> None:
-    app = WebhookApp(WebhookReceiver(secret, store=ClosingStore(fail=True), inbox=False))
+    app = WebhookApp(WebhookReceiver(secret, store=ClosingStore(OSError("disk gone")), inbox=False))
     messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
     sent: list[dict[str, Any]] = []
 

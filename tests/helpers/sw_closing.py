@@ -1,0 +1,27 @@
+"""A store that records its ``close()`` and ``aclose()`` calls (and may fail the
+first), for the tests of closing a receiver: ``tests/test_receiver_close.py`` and the
+ASGI lifespan's, ``tests/frameworks/asgi/test_asgi_lifespan.py``."""
+
+from __future__ import annotations
+
+from service_webhooks import MemoryStore
+
+__all__ = ["ClosingStore"]
+
+
+class ClosingStore(MemoryStore):
+    """A MemoryStore that records its close calls in :attr:`calls`; with ``failure``,
+    ``close()`` raises it after recording."""
+
+    def __init__(self, failure: Exception | None = None) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+        self.failure = failure
+
+    def close(self) -> None:
+        self.calls.append("close")
+        if self.failure is not None:
+            raise self.failure
+
+    async def aclose(self) -> None:
+        self.calls.append("aclose")
