@@ -9,8 +9,10 @@ does to the worker-side claim.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,6 +45,25 @@ def eager_app(name: str = "eager") -> Celery:
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     return app
+
+
+@contextlib.contextmanager
+def in_a_worker(handoff: CeleryHandoff, request_id: str) -> Iterator[None]:
+    """Run ``handoff``'s task body as a worker does (not called directly, not eager)."""
+    handoff.task.push_request(called_directly=False, is_eager=False, id=request_id)
+    try:
+        yield
+    finally:
+        handoff.task.pop_request()
+
+
+def assert_sent_again(app: Celery, queue: str, args: tuple[Any, ...]) -> None:
+    """The task went back on ``queue`` with its arguments, to run one lease later."""
+    with app.connection() as connection:
+        message = connection.SimpleQueue(queue).get(timeout=1)
+    assert message.headers["task"] == DEFAULT_TASK_NAME
+    assert message.headers["eta"] is not None  # sent with countdown=lease
+    assert list(message.decode()[0]) == list(args)
 
 
 def args_for(body: bytes) -> tuple[str, str, int, str]:
@@ -248,17 +269,10 @@ def test_in_a_worker_a_copy_finding_the_claim_in_flight_is_sent_again_one_lease_
     handoff = CeleryHandoff(app, store=holder, lease=7, queue="hooks")
     ran: list[Event[Any]] = []
     handoff.on("note.created")(ran.append)
-    handoff.task.push_request(called_directly=False, is_eager=False, id="t-1")
-    try:
+    with in_a_worker(handoff, "t-1"):
         assert handoff.run(*args) == "in_flight"
-    finally:
-        handoff.task.pop_request()
     assert ran == []
-    with app.connection() as connection:
-        message = connection.SimpleQueue("hooks").get(timeout=1)
-    assert message.headers["task"] == DEFAULT_TASK_NAME
-    assert message.headers["eta"] is not None  # sent with countdown=lease
-    assert list(message.decode()[0]) == list(args)
+    assert_sent_again(app, "hooks", args)
 
 
 def test_in_a_worker_a_broker_refusing_the_copy_raises_handoff_error(free_port: int) -> None:
@@ -269,12 +283,11 @@ def test_in_a_worker_a_broker_refusing_the_copy_raises_handoff_error(free_port: 
     holder.claim("task:" + args[3], "other-worker", 60)
     handoff = CeleryHandoff(app, store=holder)
     handoff.on("note.created")(lambda event: None)
-    handoff.task.push_request(called_directly=False, is_eager=False, id="t-2")
-    try:
-        with pytest.raises(HandoffError, match="did not accept the event again"):
-            handoff.run(*args)
-    finally:
-        handoff.task.pop_request()
+    with (
+        in_a_worker(handoff, "t-2"),
+        pytest.raises(HandoffError, match="did not accept the event again"),
+    ):
+        handoff.run(*args)
 
 
 def test_the_task_acks_late_and_requeues_when_its_worker_is_lost_unless_told_otherwise() -> None:
@@ -303,17 +316,10 @@ def test_in_a_worker_a_store_failing_the_claim_sends_the_task_again_one_lease_la
     ran: list[Event[Any]] = []
     handoff.on("note.created")(ran.append)
     args = args_for(NOTE)
-    handoff.task.push_request(called_directly=False, is_eager=False, id="t-3")
-    try:
+    with in_a_worker(handoff, "t-3"):
         assert handoff.run(*args) == "store_unavailable"
-    finally:
-        handoff.task.pop_request()
     assert ran == []
-    with app.connection() as connection:
-        message = connection.SimpleQueue("hooks-down").get(timeout=1)
-    assert message.headers["task"] == DEFAULT_TASK_NAME
-    assert message.headers["eta"] is not None  # sent with countdown=lease
-    assert list(message.decode()[0]) == list(args)
+    assert_sent_again(app, "hooks-down", args)
 
 
 def test_outside_a_worker_a_store_failing_the_claim_raises_store_error() -> None:
