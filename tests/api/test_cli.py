@@ -36,6 +36,16 @@ def run(fake: FakeAPI, *args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main, ["api", *args], env=ENV if env is None else env, obj=obj)
 
 
+def on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """Make the ``api`` commands print to a colourless terminal 200 columns wide, whose
+    screen is returned (CliRunner's own output is never a terminal)."""
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=200, color_system=None)
+    cli_api = importlib.import_module("service_webhooks.cli.api")  # the module, not the group
+    monkeypatch.setattr(cli_api, "console", lambda: terminal)
+    return screen
+
+
 def lines(result: Result) -> list[dict[str, Any]]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
@@ -253,10 +263,7 @@ def test_markup_and_line_breaks_in_api_texts_are_printed_as_they_are(
     rows = [line.split("\t") for line in piped.stdout.splitlines()[1:]]
     assert [row[0] for row in rows] == ["op-0000", "op-0001"]
     assert [row[-1] for row in rows] == ["bad [/bold] thing [red]x", "line one line two"]
-    screen = io.StringIO()
-    terminal = Console(file=screen, force_terminal=True, width=200, color_system=None)
-    cli_api = importlib.import_module("service_webhooks.cli.api")  # the module, not the group
-    monkeypatch.setattr(cli_api, "console", lambda: terminal)
+    screen = on_a_terminal(monkeypatch)
     shown = run(fake, "operations", "--limit", "2")
     assert shown.exit_code == 0, shown.output
     assert "bad [/bold] thing [red]x" in screen.getvalue()
@@ -365,10 +372,7 @@ def test_terminal_escapes_in_api_texts_are_escaped_in_tables(
     assert (row[0], row[-1]) == ("op-\\x1b[31mred", "no\\x1b]0;title\\x07")
     history = run(fake, "privacy-history", "--limit", "1")
     assert history.stdout.splitlines()[1].split("\t")[1] == "a@b\\x1b[2J"
-    screen = io.StringIO()
-    terminal = Console(file=screen, force_terminal=True, width=200, color_system=None)
-    cli_api = importlib.import_module("service_webhooks.cli.api")  # the module, not the group
-    monkeypatch.setattr(cli_api, "console", lambda: terminal)
+    screen = on_a_terminal(monkeypatch)
     shown = run(fake, "operations", "--limit", "1")
     assert shown.exit_code == 0, shown.output
     assert "\x1b" not in screen.getvalue()
