@@ -37,7 +37,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ..stores._pg_deadline import Deadlines, connection_kwargs
 from ..stores._pg_fork import forget_pools_after_fork
-from ..stores._postgres import PostgresStore
+from ..stores._postgres import SCHEMA_LOCK, PostgresStore
 from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
 from ._sql import SQLInbox, derived_name, derived_table, encode_replay, schema, size_total_table
@@ -65,8 +65,6 @@ _TYPES = {
     "int": "bigint",
 }
 _IDLE = psycopg.pq.TransactionStatus.IDLE
-# the stores' lock on a table name, taken while its schema is made (see create_schema)
-_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
 _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 
@@ -387,7 +385,7 @@ class PostgresInbox(SQLInbox):
         """
         with self._sync_pool().connection() as connection:
             with connection.transaction():
-                connection.execute(_SCHEMA_LOCK, {"name": self.table})
+                connection.execute(SCHEMA_LOCK, {"name": self.table})
                 for statement in _statements(self.table, size_total=self.max_bytes is not None):
                     connection.execute(statement.encode())
             if connection.info.transaction_status != _IDLE:

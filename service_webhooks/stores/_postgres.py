@@ -77,7 +77,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "postgres", "psycopg", "psycopg_pool", what="PostgresStore", cause=error
     ) from error
 
-__all__ = ["DEFAULT_TABLE", "PRUNE_BATCH", "SCHEMA_SQL", "PostgresStore"]
+__all__ = ["DEFAULT_TABLE", "PRUNE_BATCH", "SCHEMA_LOCK", "SCHEMA_SQL", "PostgresStore"]
 
 logger = logging.getLogger("service_webhooks")
 
@@ -132,7 +132,9 @@ DELETE FROM {{table}} WHERE expires_at <= now() AND key IN (
     SELECT key FROM {{table}} WHERE expires_at <= now()
     ORDER BY expires_at LIMIT {PRUNE_BATCH} FOR UPDATE SKIP LOCKED
 )"""
-_LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
+SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('service_webhooks:' || %(name)s))"
+"""Serializes the making of a table's schema (the PostgreSQL inbox takes it too): a
+transaction-scoped advisory lock on the table name, ``%(name)s``."""
 _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
@@ -358,7 +360,7 @@ class PostgresStore:
                 table's schema does not exist).
         """
         with self._connection() as connection, connection.transaction():
-            connection.execute(_LOCK, {"name": self.table})
+            connection.execute(SCHEMA_LOCK, {"name": self.table})
             connection.execute(self._schema)
 
     def claim(self, key: str, token: str, lease: float) -> ClaimState:
@@ -511,7 +513,7 @@ class PostgresStore:
             pass  # first use of a new table: create it, then run the statement again
         try:
             async with self._aconnection(pool) as connection, connection.transaction():
-                await connection.execute(_LOCK, {"name": self.table})
+                await connection.execute(SCHEMA_LOCK, {"name": self.table})
                 await connection.execute(self._schema)
         except psycopg.Error as error:
             raise self._schema_error(error) from error
