@@ -84,7 +84,7 @@ def _stop_time(not_after: object) -> float | None:
         if not_after.tzinfo is None:
             raise ConfigurationError(
                 "Secret(not_after=...) needs an aware datetime, such as "
-                "datetime(2026, 12, 1, tzinfo=UTC): a naive one has no defined instant"
+                "datetime(2027, 6, 1, tzinfo=UTC): a naive one has no defined instant"
             )
         return not_after.timestamp()
     if isinstance(not_after, bool) or not isinstance(not_after, (int, float)):
