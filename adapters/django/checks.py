@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -154,9 +155,9 @@ def check_delivery_urls(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                     f"The webhook URL {(routed or [url])[0]!r} is not answered as "
                     f"{' nor as '.join(map(repr, missing))}; the service follows no redirect, "
                     "so deliveries sent there would fail.",
-                    hint='Include it as path("webhooks", include('
+                    hint=f'Include it as path("{bare[1:]}", include('
                     '"service_webhooks.adapters.django.urls")) (no trailing slash), or route '
-                    'both spellings with re_path(r"^webhooks/?$", webhook_view()).',
+                    f'both spellings with re_path(r"^{re.escape(bare[1:])}/?$", webhook_view()).',
                     id="service_webhooks.W004",
                 )
             )

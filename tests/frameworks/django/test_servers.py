@@ -113,6 +113,9 @@ def test_a_urlconf_with_one_spelling_is_a_warning() -> None:
     assert found[0].msg.startswith("The webhook URL '/hooks' is not answered as '/hooks/';")
     assert found[1].msg.startswith("The webhook URL '/webhooks/' is not answered as '/webhooks';")
     assert 'path("webhooks", include(' in str(found[1].hint)
+    # each hint names its own URL, not the default one
+    assert 'path("hooks", include(' in str(found[0].hint)
+    assert 're_path(r"^hooks/?$", webhook_view())' in str(found[0].hint)
 
 
 def test_a_webhook_url_inside_i18n_patterns_is_a_warning() -> None:
