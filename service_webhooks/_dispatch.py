@@ -761,8 +761,8 @@ def run_coroutine(awaitable: Coroutine[Any, Any, None] | Any) -> None:
         if close is not None:
             close()  # never awaited: no "coroutine was never awaited" warning later
         raise RuntimeError(
-            "an async handler was called from process() inside a running event loop; "
-            "call aprocess() there instead"
+            "an async handler was called from handle() or process() inside a running "
+            "event loop; call ahandle() or aprocess() there instead"
         )
     asyncio.run(_await(awaitable))
 

@@ -59,7 +59,10 @@ class Outcome(msgspec.Struct, frozen=True):
     Attributes:
         status: The HTTP status code.
         reason: A stable snake_case code (see the table in this module).
-        headers: Extra response headers as ``(name, value)`` pairs.
+        headers: Extra response headers as ``(name, value)`` pairs of ``str``, to
+            write as they are after ``Content-Type`` (:attr:`content_type`) and the
+            ``Content-Length`` of :attr:`body`: ``("Retry-After", "60")`` (seconds) on
+            every 503, ``("Allow", "POST")`` on the 405, none otherwise.
         event_name: ``eventName`` when the envelope was decoded (on a 400 too, when
             only ``data`` did not fit the event's model), else ``None``.
         organization_id: ``o`` when the signature was verified, else ``None``.

@@ -135,7 +135,10 @@ Headers: TypeAlias = Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]]
 
 BodyReader: TypeAlias = Callable[[int], bytes]
 """``read(size) -> bytes``: the next at most ``size`` bytes of the body, ``b""`` at its
-end (a file-like object's ``read``)."""
+end (a file-like object's ``read``). :meth:`WebhookReceiver.handle` never asks for more
+than a declared ``Content-Length``; without one (a chunked body), the reader itself must
+return ``b""`` where the body ends (a server's decoded, terminated input stream, not the
+raw socket)."""
 
 AsyncBodyReader: TypeAlias = Callable[[int], Awaitable[bytes | None]]
 """``await read(size) -> bytes | None``: the next chunk of the body (it may be larger
@@ -418,9 +421,12 @@ class WebhookReceiver:
     ) -> Outcome | None:
         """Answer before reading the body when the request line already decides it.
 
-        Adapters call this first: a method other than POST (405) or a declared
-        ``Content-Length`` over the limit (413) need no body. ``None`` means: read at
-        most ``limit + 1`` bytes and call :meth:`process`.
+        For an integration that reads the body itself and then calls :meth:`process`
+        (an adapter calls :meth:`handle` or :meth:`ahandle`, which do this and the
+        reading): a method other than POST (405) or a declared ``Content-Length`` over
+        the limit (413) need no body. ``None`` means: read at most ``limit + 1`` bytes
+        (413 when there are more: call this again with the size read) and call
+        :meth:`process`.
 
         Args:
             method: The HTTP method.
@@ -516,14 +522,20 @@ class WebhookReceiver:
 
         Answers 405 for a method other than ``POST`` (compared case-sensitively, RFC
         9110 §9.1) and 413 for a declared ``Content-Length`` over the limit before
-        reading anything; otherwise reads at most ``limit + 1`` bytes (413 when there
-        are more) and runs the pipeline. Two or more ``Service-Signature`` header
-        lines are refused (401, reason ``format``).
+        reading anything; otherwise reads the body and runs the pipeline. With a
+        ``Content-Length``, ``read`` is never asked for more than that many bytes in
+        all (PEP 3333), so a raw WSGI ``wsgi.input`` or socket file is a valid reader;
+        without one (``Transfer-Encoding: chunked``), at most ``limit + 1`` bytes (413
+        when there are more), until ``read`` returns ``b""``. Two or more
+        ``Service-Signature`` header lines are refused (401, reason ``format``).
 
         Args:
-            method: The request method, exactly as received.
-            headers: The request headers, one ``(name, value)`` pair per line.
-            read: ``read(size) -> bytes`` over the body stream (``b""`` at its end).
+            method: The request method, exactly as received (``"POST"``).
+            headers: The request headers, one ``(name, value)`` pair per line, ``str``
+                or ``bytes`` (see :data:`~service_webhooks.Headers`); pass every line,
+                not a mapping, so a repeated ``Service-Signature`` is seen.
+            read: ``read(size) -> bytes`` over the body stream (``b""`` at its end;
+                see :data:`~service_webhooks.BodyReader`).
             max_body_size: A smaller limit in bytes imposed by the framework (e.g.
                 Flask's ``MAX_CONTENT_LENGTH``); the receiver's own otherwise.
 
@@ -543,12 +555,15 @@ class WebhookReceiver:
         error = _request_line_error(method, length, limit)
         if error is not None:
             return self._rejected(error, started)
-        body = read(limit + 1)
+        # never past a declared length: a raw WSGI input or socket file holds the next
+        # request there, or blocks (PEP 3333: read at most CONTENT_LENGTH bytes)
+        wanted = limit + 1 if length is None else length
+        body = read(wanted)
         size = len(body)
-        if body and size != length and size <= limit:  # more may follow: read to the end
+        if body and size < wanted:  # more may follow: read to the end
             chunks = [body]
-            while size <= limit and size != length:
-                chunk = read(limit + 1 - size)
+            while size < wanted:
+                chunk = read(wanted - size)
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -594,14 +609,15 @@ class WebhookReceiver:
         error = _request_line_error(method, length, limit)
         if error is not None:
             return self._rejected(error, started)
-        body = await read(limit + 1)
+        wanted = limit + 1 if length is None else length  # as in handle
+        body = await read(wanted)
         if body is None:
             return None
         size = len(body)
-        if body and size != length and size <= limit:  # more may follow, as in handle
+        if body and size < wanted:  # more may follow, as in handle
             chunks = [body]
-            while size <= limit and size != length:
-                chunk = await read(limit + 1 - size)
+            while size < wanted:
+                chunk = await read(wanted - size)
                 if chunk is None:
                     return None
                 if not chunk:

@@ -162,7 +162,28 @@ def test_a_body_of_the_declared_length_is_complete_without_another_read(
         outcome = asyncio.run(receiver.ahandle("POST", headers, aread))
     assert outcome is not None
     assert outcome.reason == "processed"
-    assert asked == [MAX_BODY_SIZE + 1, MAX_BODY_SIZE + 1 - 10]
+    assert asked == [len(body), len(body) - 10]
+
+
+def test_a_declared_length_is_never_read_past(
+    receiver: WebhookReceiver, signed: Signed, mode: str
+) -> None:
+    # A raw WSGI input (wsgiref) or socket file: the next request follows the body, and
+    # reading past it would take its bytes into the signed body (401) or block.
+    body, header = signed()
+    reader = CountingReader(body + b"POST /webhooks HTTP/1.1\r\nHost: next\r\n\r\n")
+    headers = [("Content-Length", str(len(body))), ("Service-Signature", header)]
+    if mode == "sync":
+        outcome: Outcome | None = receiver.handle("POST", headers, reader.read)
+    else:
+
+        async def aread(size: int) -> bytes:
+            return reader.read(size)
+
+        outcome = asyncio.run(receiver.ahandle("POST", headers, aread))
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == (200, "processed")
+    assert reader.taken == len(body)
 
 
 @pytest.mark.parametrize("length", ["\xb2", "1e3", "-1", " 12", ""])
