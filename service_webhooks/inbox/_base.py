@@ -92,7 +92,10 @@ class ReceivedDelivery(msgspec.Struct, frozen=True, kw_only=True):
             ``store_unavailable``, ``malformed_envelope``, ``retry_later``...
         detail: The library's message for a refusal or failure, else ``""``.
         seen: Deliveries recorded for this idempotency key so far, this one included
-            (1 for the first; retries and duplicates count up).
+            (1 for the first; retries and duplicates count up), counted from the
+            records committed before this one: exact where records are written one at
+            a time (SQLite, memory); copies of one key recorded at the same moment in
+            a PostgreSQL database may share a number.
         error_type: The class name of a handler's (or the store's) exception.
         error_message: A handler exception's message (at most 2000 characters).
         traceback: A handler exception's formatted traceback (at most 16 KiB).
