@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import jinja2
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route, Router
@@ -263,7 +264,8 @@ class Dashboard:
                 Route("/d/{delivery_id}/body", self.body, methods=["GET"]),
                 Route("/d/{delivery_id}/replay", self.replay, methods=["POST"]),
                 Route("/static/dashboard.css", self.stylesheet, methods=["GET"]),
-            ]
+            ],
+            default=self.unknown_path,
         )
 
     # -- ASGI -------------------------------------------------------------------------
@@ -295,6 +297,13 @@ class Dashboard:
                 await denied(scope, receive, secured)
                 return
             await self._router(scope, receive, secured)
+        except HTTPException as error:
+            # a route's 405, which Starlette raises instead of answering when the
+            # dashboard is mounted in its app (the scope has "app"): the app's handler
+            # would find the response started by then, and answer 500
+            if started:
+                raise
+            await self._http_error(Request(scope), error)(scope, receive, secured)
         except Exception:
             # the answer is ours, with the headers and no detail; the exception goes on
             # to the server, which logs it (as Starlette's ServerErrorMiddleware does)
@@ -403,6 +412,24 @@ class Dashboard:
         return self._render(
             request, "error.html", 404, heading="Not found", message="No such delivery."
         )
+
+    async def unknown_path(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The router's default: a page for a path it has no route for (Starlette's own
+        raises when mounted, and answers plain text when not)."""
+        response = self._render(
+            Request(scope), "error.html", 404, heading="Not found", message="No such page."
+        )
+        await response(scope, receive, send)
+
+    def _http_error(self, request: Request, error: HTTPException) -> Response:
+        message = error.detail
+        if error.status_code == 405:
+            message = f"This address does not answer {request.method} requests."
+        response = self._render(
+            request, "error.html", error.status_code, heading=error.detail, message=message
+        )
+        response.headers.update(error.headers or {})
+        return response
 
     # -- pages ------------------------------------------------------------------------
 

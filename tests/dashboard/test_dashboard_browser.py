@@ -3,11 +3,14 @@
 Two deployments: ``service-webhooks inbox serve`` on SQLite (a subprocess), and the
 dashboard mounted in a FastAPI app under uvicorn on PostgreSQL. In each, a person logs
 in, filters to failed deliveries, opens one whose payload is hostile HTML (it shows as
-text and no dialog opens), fixes the handler, replays, and sees the new outcome.
+text and no dialog opens), fixes the handler, replays, and sees the new outcome. Each
+inbox also holds one delivery of an event with a 5,000-character name (answered 200
+``unhandled``), the oldest.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
@@ -37,6 +40,7 @@ from .conftest import (
 pytestmark = pytest.mark.e2e
 
 CLI = str(Path(sys.executable).parent / "service-webhooks")
+LONG_EVENT = "note." + "x" * 5000  # no handler: recorded as 200 unhandled
 
 
 def _sqlite_server(
@@ -52,6 +56,7 @@ def _sqlite_server(
     def note_created(event: Any) -> None:
         raise RuntimeError("the handler is not fixed yet")
 
+    deliver(receiver, envelope("n-long", name=LONG_EVENT))
     for n in range(3):  # failures from another organization, filtered out below
         deliver(receiver, envelope(f"n-other-{n}"), org="o-OTHER")
     deliver(receiver, envelope("n-hostile", HOSTILE))
@@ -93,6 +98,9 @@ def _postgres_server(
     base = f"http://127.0.0.1:{port}"
     from service_webhooks import sign
 
+    long_body = envelope("n-long", name=LONG_EVENT)
+    headers = {"Service-Signature": sign(long_body, SECRET, "o-OTHER")}
+    assert httpx.post(f"{base}/webhooks", content=long_body, headers=headers).status_code == 200
     for n, (text, org) in enumerate(
         [("hello", "o-OTHER"), ("hello", "o-OTHER"), ("hello", "o-OTHER"), (HOSTILE, None)]
     ):
@@ -249,3 +257,158 @@ def test_keyboard_alone_reaches_a_delivery_with_a_visible_focus(
     assert focused.value_of_css_property("outline-style") == "solid"
     keys.send_keys(Keys.ENTER).perform()
     assert driver.find_element(By.ID, "payload").text
+
+
+def _contrast(first: str, second: str) -> float:
+    """WCAG 2 contrast ratio of two computed colours (``rgb(...)``/``rgba(...)``)."""
+
+    def luminance(colour: str) -> float:
+        red, green, blue = (int(part) / 255 for part in re.findall(r"[\d.]+", colour)[:3])
+        linear = [
+            c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (red, green, blue)
+        ]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(first), luminance(second)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def _detail_urls(driver: Any, base: str) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    driver.get(base + "/")
+    links = driver.find_elements(By.CSS_SELECTOR, "a[data-id]")
+    return [base + "/d/" + str(link.get_attribute("data-id")) for link in links]
+
+
+def _sideways(driver: Any) -> int:
+    """How far the whole page scrolls sideways (CSS pixels)."""
+    width: int = driver.execute_script(
+        "return document.documentElement.scrollWidth - window.innerWidth"
+    )
+    return width
+
+
+@pytest.mark.parametrize("width", [375, 640])  # a phone; 1280 pixels zoomed to 200 %
+def test_no_page_scrolls_sideways_and_no_text_overlaps(
+    server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any], width: int
+) -> None:
+    """A 5,000-character event name made its delivery's page 46,000 pixels wide (the
+    metadata did not wrap), and on a phone the list's cards drew the time over the
+    32-digit delivery ID beside it."""
+    from selenium.webdriver.common.by import By
+
+    base, _, _ = server
+    driver = chrome(width=max(width, 500))  # headless windows are 500 wide at least
+    if width < 500:
+        phone(driver, width)
+    authorize_browser(driver)
+    driver.get(base + "/")
+    assert driver.execute_script("return window.innerWidth") == width
+    for row in driver.find_elements(By.CSS_SELECTOR, "table.deliveries tbody tr"):
+        cells = [cell for cell in row.find_elements(By.TAG_NAME, "td") if cell.is_displayed()]
+        for cell in cells:  # its text within its box (a time does not wrap)
+            inside = driver.execute_script(
+                "return arguments[0].scrollWidth <= arguments[0].clientWidth", cell
+            )
+            assert inside, f"{cell.text!r} is wider than its cell in {row.text!r}"
+        boxes = [cell.rect for cell in cells]
+        for n, one in enumerate(boxes):
+            for other in boxes[n + 1 :]:
+                apart = (
+                    one["x"] + one["width"] <= other["x"]
+                    or other["x"] + other["width"] <= one["x"]
+                    or one["y"] + one["height"] <= other["y"]
+                    or other["y"] + other["height"] <= one["y"]
+                )
+                assert apart, f"cells overlap: {one} {other} in {row.text!r}"
+    urls = _detail_urls(driver, base)
+    assert len(urls) == 5
+    for url in [base + "/", base + "/overview", base + "/?event=" + LONG_EVENT, *urls]:
+        driver.get(url)
+        assert driver.execute_script("return window.innerWidth") == width
+        assert _sideways(driver) <= 0, url
+
+
+def test_a_long_event_name_does_not_push_the_answers_out_of_sight(
+    server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any]
+) -> None:
+    """The list shows 120 characters of an event name: unbroken, they widened the table
+    past the window, and every row's answer was to be scrolled to."""
+    from selenium.webdriver.common.by import By
+
+    base, _, _ = server
+    driver = chrome()
+    authorize_browser(driver)
+    driver.get(base + "/")
+    table = driver.find_element(By.CSS_SELECTOR, ".table-wrap")
+    assert driver.execute_script(
+        "return arguments[0].scrollWidth <= arguments[0].clientWidth", table
+    )
+    assert _sideways(driver) <= 0
+
+
+def test_from_and_to_fields_are_wide_enough_for_their_value(
+    server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any]
+) -> None:
+    """A date and a time with seconds need about 240 pixels; in a filter column of 170
+    (or 150 on a phone) the time was cut off after the minutes."""
+    from selenium.webdriver.common.by import By
+
+    base, _, _ = server
+    for width in (1280, 375):
+        driver = chrome(width=max(width, 500))
+        if width < 500:
+            phone(driver, width)
+        authorize_browser(driver)
+        driver.get(base + "/?since=2025-01-31T13:45:00&until=2025-12-31T23:59:59")
+        for field in driver.find_elements(By.CSS_SELECTOR, "input[type=datetime-local]"):
+            shown, needed = driver.execute_script(
+                "const copy = arguments[0].cloneNode(); copy.style.width = 'auto';"
+                "document.body.append(copy);"
+                "const needed = copy.getBoundingClientRect().width; copy.remove();"
+                "return [arguments[0].getBoundingClientRect().width, needed];",
+                field,
+            )
+            assert shown >= needed, (width, field.get_attribute("name"), shown, needed)
+
+
+def test_status_colours_and_the_focus_ring_have_enough_contrast(
+    server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any]
+) -> None:
+    """WCAG 2.1 AA, light and dark: an outcome badge's text 4.5:1 on its background
+    (green was 4.4:1), and the focus indicator 3:1 on the page (the yellow ring alone
+    was 1.5:1 on the light background)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    base, _, _ = server
+    driver = chrome()
+    authorize_browser(driver)
+    for scheme in ("light", "dark"):
+        driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+        )
+        for path in ("/", "/overview"):
+            driver.get(base + path)
+            badges = driver.find_elements(By.CSS_SELECTOR, ".badge")
+            assert {badge.get_attribute("class") for badge in badges} == {
+                "badge badge-ok",
+                "badge badge-bad",
+            }
+            for badge in badges:
+                ratio = _contrast(
+                    badge.value_of_css_property("color"),
+                    badge.value_of_css_property("background-color"),
+                )
+                assert ratio >= 4.5, (scheme, badge.text, ratio)
+        page = driver.find_element(By.TAG_NAME, "body").value_of_css_property("background-color")
+        ActionChains(driver).send_keys(Keys.TAB).perform()  # the skip link
+        ActionChains(driver).send_keys(Keys.TAB).perform()  # Deliveries, on the page's colour
+        focused = driver.switch_to.active_element
+        assert focused.text == "Deliveries"
+        ring = [focused.value_of_css_property("outline-color")]
+        ring += re.findall(r"rgba?\([^)]*\)", focused.value_of_css_property("box-shadow"))
+        assert max(_contrast(colour, page) for colour in ring) >= 3, (scheme, ring, page)

@@ -543,6 +543,32 @@ def test_mounted_below_a_prefix_every_link_keeps_it(flaky: Flaky) -> None:
         assert again.status_code == 304
 
 
+@pytest.mark.parametrize("mount", ["", "/webhooks/admin"])
+def test_an_unknown_path_or_method_is_a_page_not_a_500(flaky: Flaky, mount: str) -> None:
+    """Mounted in a Starlette app, the router raised its 404 and 405 (instead of
+    answering them) after the dashboard had started its own 500: a mistyped address was
+    an 'Internal server error' and a traceback in the server's log."""
+    record = failed_record(flaky)
+    app: Any = dashboard(receiver=flaky.receiver, basic_auth=AUTH)
+    if mount:
+        app = Starlette(routes=[Mount(mount, app=app)])
+    with TestClient(app) as test_client:  # raises what the server would log
+        missing = test_client.get(f"{mount}/nope", auth=AUTH)
+        assert missing.status_code == 404
+        assert missing.headers["content-type"].startswith("text/html")
+        assert "<title>Not found · Webhook inbox</title>" in missing.text
+        assert f'href="{mount}/"' in missing.text  # back to the deliveries
+        if mount:  # served alone, Starlette answers a 405 itself (plain text)
+            wrong = test_client.get(f"{mount}/d/{record.id}/replay", auth=AUTH)
+            assert wrong.status_code == 405
+            assert wrong.headers["allow"] == "POST"
+            assert "does not answer GET requests" in wrong.text
+        for response in (missing, test_client.post(f"{mount}/overview", auth=AUTH)):
+            for name, value in SECURITY_HEADERS:
+                assert response.headers[name] == value
+    assert flaky.receiver.inbox.get(record.id).replays == ()  # type: ignore[union-attr]
+
+
 def test_no_page_refers_to_another_origin(client: TestClient, flaky: Flaky) -> None:
     record = failed_record(flaky)
     for path in ("/", "/overview", f"/d/{record.id}"):
