@@ -13,6 +13,7 @@ Exit code: 0 on success; 1 when a record is not found or a replay did not succee
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib
 import ipaddress
@@ -20,7 +21,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
@@ -141,6 +142,20 @@ def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
     return _Unrecorded(inbox)
 
 
+@contextlib.contextmanager
+def _opened(store: str, *, schema: bool = False) -> Iterator[Inbox]:
+    """:func:`_open`'s inbox, closed on leaving, an error included. Else a failing
+    command's traceback kept it to the interpreter's exit, where Python 3.13 reports its
+    connection still open (``ResourceWarning: unclosed database``)."""
+    inbox = _open(store, schema=schema)
+    try:
+        yield inbox
+    finally:
+        close = getattr(inbox, "close", None)
+        if close is not None:
+            close()
+
+
 def _has_table(inbox: Inbox) -> bool:
     """Whether the database of ``inbox`` has its table, asked without changing the
     database (SQLite and PostgreSQL inboxes can tell; any other is taken as ready)."""
@@ -256,7 +271,8 @@ def list_command(
 ) -> None:
     """List received deliveries, newest first."""
     query = _query(statuses, event, organization, since)
-    page = _open(store).search(query, limit=limit)
+    with _opened(store) as source:
+        page = source.search(query, limit=limit)
     if as_json:
         for record in page.items:
             click.echo(json_line(record))
@@ -275,7 +291,8 @@ def list_command(
 @click.option("--json", "as_json", is_flag=True, help="The whole record as one JSON object.")
 def show(store: str, delivery_id: str, as_json: bool) -> None:
     """Show one delivery: its answer, error, replays and payload (ID may be a prefix)."""
-    record = _find(_open(store), delivery_id)
+    with _opened(store) as source:
+        record = _find(source, delivery_id)
     if as_json:
         click.echo(json_line(record, full=True))
         return
@@ -340,11 +357,11 @@ def replay(
         check_replay_selection(delivery_ids, {"--status": statuses}, since)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    source = _open(store, schema=True)  # as the receiver it loads would
-    if delivery_ids:
-        records = [_find(source, delivery_id) for delivery_id in delivery_ids]
-    else:
-        records = replay_selection(source, _query(statuses, None, None, since))
+    with _opened(store, schema=True) as source:  # as the receiver it loads would
+        if delivery_ids:
+            records = [_find(source, delivery_id) for delivery_id in delivery_ids]
+        else:
+            records = replay_selection(source, _query(statuses, None, None, since))
     if dry_run:
         for record in records:
             click.echo(dry_run_line(record))
@@ -386,13 +403,13 @@ def replay(
 @click.option("--all", "purge_all", is_flag=True, help="Delete every delivery (a purge).")
 def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) -> None:
     """Delete old deliveries (by age, then by total size), or all of them."""
-    target = _open(store)
-    if purge_all:
-        deleted = target.purge()
-    else:
-        target.retention = parse_duration(retention, "--retention")
-        target.max_bytes = max_bytes
-        deleted = target.prune()
+    with _opened(store) as target:
+        if purge_all:
+            deleted = target.purge()
+        else:
+            target.retention = parse_duration(retention, "--retention")
+            target.max_bytes = max_bytes
+            deleted = target.prune()
     click.echo(f"deleted {deleted} deliveries")
 
 

@@ -43,7 +43,15 @@ from service_webhooks import (
 )
 from service_webhooks._reporting import printable
 from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of
-from service_webhooks.adapters.asgi import ASGIApp, Message, Receive, Scope, Send, WebhookMiddleware
+from service_webhooks.adapters.asgi import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    WebhookApp,
+    WebhookMiddleware,
+)
 from service_webhooks.stores import redact_url, store_from_url
 
 from ._finite import FiniteRange
@@ -155,7 +163,7 @@ def listen(
         raise cannot_open("store", store, error) from error
     output = _Stdout()
     receiver.on_any(_json_printer(output) if as_json else _readable_printer(output))
-    app = WebhookMiddleware(_not_found(path), receiver=receiver, path=path)
+    app = WebhookMiddleware(_not_found(path, receiver), receiver=receiver, path=path)
 
     try:
         sock = _bind(host, port)
@@ -172,7 +180,7 @@ def listen(
     )
     config = uvicorn.Config(
         app,
-        lifespan="off",
+        lifespan="on",  # its shutdown closes the receiver's connections (not a forced one)
         log_config=log_config(),
         access_log=True,
         server_header=False,
@@ -297,11 +305,19 @@ def _readable_printer(output: _Stdout) -> Handler:
     return print_readable
 
 
-def _not_found(path: str) -> ASGIApp:
-    """The app behind the middleware: every other path answers 404 with a hint."""
+def _not_found(path: str, receiver: WebhookReceiver) -> ASGIApp:
+    """The app behind the middleware: every other path answers 404 with a hint. Its
+    lifespan is ``WebhookApp``'s: the shutdown closes what the receiver's store and
+    inbox opened, in the server's event loop (else a reference cycle kept the SQLite
+    connections to the interpreter's exit, where Python 3.13 reports them open, and a
+    Redis store's asyncio client was never closed)."""
     body = f"not found: deliveries are POSTed to {path}\n".encode()
+    lifespan = WebhookApp(receiver)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         start: Message = {

@@ -490,6 +490,49 @@ def test_prune_by_age_size_and_all(box: Box) -> None:
     assert listed(box) == []
 
 
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
+    """Every connection the SQLite inbox opens from now on."""
+    sqlite_inbox = importlib.import_module("service_webhooks.inbox._sqlite")
+    opened: list[sqlite3.Connection] = []
+    real = sqlite_inbox.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(real(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(sqlite_inbox, "connect", connect)
+    return opened
+
+
+def is_closed(connection: sqlite3.Connection) -> bool:
+    try:
+        connection.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def test_the_commands_close_the_inbox_they_opened_when_they_fail_too(
+    box: Box, connections: list[sqlite3.Connection]
+) -> None:
+    # An error's traceback kept the inbox until the interpreter exited, where Python 3.13
+    # reports its connection open (ResourceWarning: unclosed database)
+    spec = f"{box.module}:receiver"
+    results = [
+        run("show", "abcdef0123", "--store", box.store, code=1),
+        run("show", "", "--store", box.store, code=1),
+        run("show", box.ids["processed"], "--store", box.store),
+        run("list", "--store", box.store),
+        run("replay", "abcdef0123", "--receiver", spec, "--store", box.store, code=1),
+        run("replay", box.ids["processed"], "--receiver", "nope_x:r", "--store", box.store, code=2),
+        run("replay", "--status", "5xx", "--receiver", spec, "--store", box.store, code=1),
+        run("prune", "--store", box.store, "--retention", "3650d"),
+    ]
+    assert len(connections) >= len(results)
+    assert all(is_closed(connection) for connection in connections)
+
+
 # --- serve (uvicorn.run recorded: no server is ever started) ------------------------
 
 

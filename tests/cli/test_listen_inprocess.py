@@ -14,8 +14,10 @@ import io
 import json
 import re
 import socket
+import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,7 +25,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
-from service_webhooks import SIGNATURE_HEADER, Event, sign
+from service_webhooks import SIGNATURE_HEADER, Event, WebhookReceiver, sign
 from service_webhooks.cli import main
 
 SECRET = "whsec-listen-inprocess"
@@ -65,22 +67,41 @@ def fake_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeServer]]:
 
 def post_all(app: Any, path: str, bodies: list[tuple[bytes, str]]) -> list[int]:
     """POST each ``(body, secret)`` signed as ORG into the ASGI ``app``; the statuses."""
+    return asyncio.run(apost_all(app, path, bodies))
 
-    async def run() -> list[int]:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://listen") as client:
-            statuses = []
-            for body, secret in bodies:
-                headers = {
-                    "Content-Type": "application/json; charset=utf-8",
-                    SIGNATURE_HEADER: sign(body, secret, ORG),
-                }
-                response = await client.post(path, content=body, headers=headers)
-                statuses.append(response.status_code)
-            statuses.append((await client.get("/elsewhere")).status_code)
-            return statuses
 
-    return asyncio.run(run())
+async def apost_all(app: Any, path: str, bodies: list[tuple[bytes, str]]) -> list[int]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://listen") as client:
+        statuses = []
+        for body, secret in bodies:
+            headers = {
+                "Content-Type": "application/json; charset=utf-8",
+                SIGNATURE_HEADER: sign(body, secret, ORG),
+            }
+            response = await client.post(path, content=body, headers=headers)
+            statuses.append(response.status_code)
+        statuses.append((await client.get("/elsewhere")).status_code)
+        return statuses
+
+
+async def lifespan_around(app: Any, work: Callable[[], Awaitable[object]]) -> list[str]:
+    """``work()`` between the lifespan's startup and shutdown, as uvicorn runs ``app``;
+    the types of the lifespan messages the app sent."""
+    messages: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    sent: list[str] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message["type"])
+
+    running = asyncio.ensure_future(app({"type": "lifespan"}, messages.get, send))
+    await messages.put({"type": "lifespan.startup"})
+    while not sent and not running.done():
+        await asyncio.sleep(0)
+    await work()
+    await messages.put({"type": "lifespan.shutdown"})
+    await asyncio.wait_for(running, 5)
+    return sent
 
 
 def event(data: Any, name: str = "note.created", version: int = 1) -> Event[Any]:
@@ -120,7 +141,7 @@ def test_json_mode_prints_one_object_per_processed_event(fake_server: type[FakeS
         result.stderr
     )
     assert sock.get_inheritable()
-    assert server.config.lifespan == "off"
+    assert server.config.lifespan == "on"
     assert server.config.access_log is True
     assert server.config.server_header is False
 
@@ -138,6 +159,42 @@ def test_readable_mode_prints_a_line_per_event(fake_server: type[FakeServer]) ->
         rf'\d\d:\d\d:\d\d  {ORG}  note\.created v1  \{{"id":"n-1","author":"a@b\.c","text":"hi"\}}',
         line,
     )
+
+
+def _is_closed(connection: sqlite3.Connection) -> bool:
+    try:
+        connection.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def test_the_lifespan_shutdown_closes_the_receiver(
+    fake_server: type[FakeServer], tmp_path: Path
+) -> None:
+    # With lifespan="off" nothing closed it: a reference cycle kept its SQLite connections
+    # to the interpreter's exit, where Python 3.13 reports them open (ResourceWarning:
+    # unclosed database), and a Redis store's asyncio client was never closed
+    opened: list[sqlite3.Connection] = []
+    answers: list[str] = []
+
+    async def deliver(app: Any) -> None:
+        assert await apost_all(app, "/webhooks", [(NOTE, SECRET)]) == [200, 404]
+        receiver = app.webhooks.receiver
+        opened.extend([*receiver.store._connections, *receiver.inbox._connections])
+        assert opened
+        assert not any(_is_closed(connection) for connection in opened)
+
+    FakeServer.script = lambda app: answers.extend(
+        asyncio.run(lifespan_around(app, lambda: deliver(app)))
+    )
+    store = f"sqlite:{tmp_path / 'hooks.sqlite3'}"
+    result = CliRunner().invoke(
+        main, ["listen", "--port", "0", "--secret", SECRET, "--store", store]
+    )
+    assert result.exit_code == 0, result.output
+    assert answers == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert all(_is_closed(connection) for connection in opened)
 
 
 def test_path_must_start_with_a_slash(fake_server: type[FakeServer]) -> None:
@@ -271,8 +328,8 @@ def test_readable_printer_shortens_long_data(monkeypatch: pytest.MonkeyPatch) ->
     assert re.fullmatch(rf'\d\d:\d\d:\d\d  {ORG}  thing\.new v2  \{{"short":1\}}', short_line)
 
 
-def test_not_found_app_answers_404_with_a_hint_and_ignores_other_scopes() -> None:
-    app = listen_module._not_found("/hooks")
+def test_not_found_app_answers_404_with_a_hint_and_passes_the_lifespan_on() -> None:
+    app = listen_module._not_found("/hooks", WebhookReceiver(SECRET, store="memory"))
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -281,7 +338,13 @@ def test_not_found_app_answers_404_with_a_hint_and_ignores_other_scopes() -> Non
     async def send(message: dict[str, Any]) -> None:
         sent.append(dict(message))
 
-    asyncio.run(app({"type": "lifespan"}, receive, send))
+    assert asyncio.run(
+        lifespan_around(app, lambda: asyncio.sleep(0))
+    ) == [  # the receiver's lifespan
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    asyncio.run(app({"type": "websocket"}, receive, send))
     assert sent == []
     asyncio.run(app({"type": "http", "path": "/x", "method": "GET"}, receive, send))
     start, body = sent
