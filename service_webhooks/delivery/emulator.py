@@ -36,6 +36,7 @@ import asyncio
 import collections
 import heapq
 import itertools
+import json
 import math
 import random
 import statistics
@@ -227,6 +228,9 @@ class Emulator:
         # Clock time that stands still during I/O (a virtual clock) must not jump ahead
         # while a timed-out attempt is still being handled by the receiver.
         self._virtual = self.clock.timeout_for(0.0) is None
+        # Real seconds each delivery has held virtual time for a receiver that answered
+        # ``in_flight`` (an earlier attempt of it still running: see ``_attempt``).
+        self._held: dict[str, float] = {}
         self.endpoints: dict[str, Endpoint] = {}
         self.deliveries: list[Delivery] = []
         self._heap: list[tuple[float, int, Delivery]] = []
@@ -401,6 +405,26 @@ class Emulator:
             self._push(self.policy.deadline(delivery.queued_at) if at is None else at, delivery)
         if self.on_attempt is not None:  # the delivery's state already says what comes next
             self.on_attempt(entry)
+        if self._virtual and delivery.state is DeliveryState.RETRYING and _in_flight(outcome):
+            await self._hold_for_receiver(delivery)
+
+    async def _hold_for_receiver(self, delivery: Delivery) -> None:
+        """Keep virtual time still for a while, in real time: the receiver is still
+        handling an earlier attempt of this delivery (one a reverse proxy gave up on with
+        a 504, or one that timed out here), so a retry at once would meet it again, and
+        the event would die after 24 virtual hours within a few real seconds. The pause
+        doubles from 0.25 s with each ``in_flight`` answer in a row, at most
+        :attr:`Sender.linger_limit` real seconds in all for the delivery."""
+        streak = 0
+        for entry in reversed(delivery.attempts):
+            if entry.status != 503 or _receiver_reason(entry.response) != "in_flight":
+                break
+            streak += 1
+        held = self._held.get(delivery.id, 0.0)
+        pause = min(0.25 * 2 ** min(streak - 1, 16), self.sender.linger_limit - held)
+        if pause > 0:
+            self._held[delivery.id] = held + pause
+            await asyncio.sleep(pause)
 
     def _die(self, delivery: Delivery, now: float) -> None:
         delivery.state, delivery.finished_at, delivery.retry_at = DeliveryState.DEAD, now, None
@@ -445,3 +469,18 @@ def _percentile(values: list[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def _receiver_reason(response: str) -> str | None:
+    """The ``reason`` of a service-webhooks receiver's JSON answer, else ``None``."""
+    try:
+        answer = json.loads(response)
+    except ValueError:
+        return None
+    reason = answer.get("reason") if isinstance(answer, dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def _in_flight(outcome: AttemptResult) -> bool:
+    """A 503 ``in_flight``: the receiver is still handling an earlier attempt."""
+    return outcome.status == 503 and _receiver_reason(outcome.response_snippet) == "in_flight"

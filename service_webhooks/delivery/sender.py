@@ -345,8 +345,10 @@ class Sender:
         allow_private_destinations: ``True`` skips the reserved-address check, for
             local testing against ``localhost`` or a private network. The default,
             ``False``, is what the service does.
-        verify: TLS verification: ``True`` (system trust store), ``False`` or an
-            :class:`ssl.SSLContext`. The service refuses untrusted certificates.
+        verify: TLS verification: ``True`` (certifi's CA bundle; ``SSL_CERT_FILE`` is
+            not read), ``False`` or an :class:`ssl.SSLContext` (a private CA:
+            ``ssl.create_default_context(cafile=...)``). The service refuses untrusted
+            certificates.
         snippet_size: Most response-body bytes kept for the audit log.
         max_connections: Size of each connection pool.
         linger_limit: Real seconds a lingering attempt (``send(linger=True)``) may

@@ -12,6 +12,7 @@ import pytest
 from service_webhooks import ConfigurationError
 from service_webhooks.delivery import (
     AuditLog,
+    DeliveryState,
     Emulator,
     Endpoint,
     OutboundEvent,
@@ -123,6 +124,42 @@ async def test_virtual_time_waits_for_an_attempt_still_in_flight() -> None:
         await emulator.run()
     assert [a.result.value for a in delivery.attempts] == ["temporary_failure", "success"]
     assert started_after == [0, 1]  # the retry started once the first had finished
+
+
+async def test_virtual_time_waits_for_a_receiver_behind_a_proxy_that_gave_up() -> None:
+    """A reverse proxy answers 504 at its read timeout while the receiver behind it
+    goes on handling the first attempt: the retries it answers 503 ``in_flight`` must
+    not use up the 24 virtual hours before the handler ends (the event is not dead, and
+    the handler ran once)."""
+    runs: list[str] = []
+    handling: list[asyncio.Task[None]] = []
+
+    async def handle() -> None:
+        await asyncio.sleep(0.6)
+        runs.append("note")
+
+    async def proxy(request: httpx.Request) -> httpx.Response:
+        if not handling:
+            handling.append(asyncio.create_task(handle()))
+            return httpx.Response(504, text="<html>504 Gateway Time-out</html>")
+        if not handling[0].done():
+            return httpx.Response(503, json={"status": 503, "reason": "in_flight"})
+        return httpx.Response(200, json={"status": 200, "reason": "duplicate"})
+
+    transport = httpx.MockTransport(proxy)
+    resolver = StaticResolver(default=["93.184.215.14"])
+    async with Sender(transport=transport, resolver=resolver) as sender:
+        emulator = Emulator(sender, clock=VirtualClock())
+        emulator.add_endpoint(endpoint())
+        (delivery,) = emulator.publish(note())
+        await emulator.run()
+    statuses = [a.status for a in delivery.attempts]
+    assert delivery.state is DeliveryState.SUCCEEDED, statuses
+    assert statuses[0] == 504
+    assert statuses[-1] == 200
+    assert set(statuses[1:-1]) <= {503}
+    assert len(statuses) < 10  # real pauses of 0.25 s doubling, not 150 attempts
+    assert runs == ["note"]
 
 
 async def test_real_time_attempts_are_closed_at_the_deadline() -> None:
