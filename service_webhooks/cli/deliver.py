@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ from ._json import json_option, strict_loads
 from ._output import console as make_console
 from ._output import literal, print_table
 from ._secret import signing_secret_option
+from ._tls import ca_file_option
 
 __all__ = ["deliver", "trigger"]
 
@@ -89,6 +91,7 @@ def _common(function: Any) -> Any:
             is_flag=True,
             help="Allow loopback/private targets (the service refuses them).",
         ),
+        ca_file_option,
         click.option(
             "--timeout",
             type=FiniteRange(min=0, min_open=True),
@@ -148,6 +151,7 @@ def trigger(
     url: str,
     secret: str,
     allow_private_destinations: bool,
+    verify: ssl.SSLContext | bool,
     timeout: float,
     payload_version: int,
     data_json: str | None,
@@ -204,7 +208,7 @@ def trigger(
     )
     try:
         delivery = asyncio.run(
-            _trigger(endpoint, event, clock, timeout, allow_private_destinations, console)
+            _trigger(endpoint, event, clock, timeout, allow_private_destinations, verify, console)
         )
     except KeyboardInterrupt:  # Ctrl-C: the attempts made are printed above
         make_console(stderr=True).print("[red]interrupted: not delivered[/red]")
@@ -231,6 +235,7 @@ async def _trigger(
     clock: Clock,
     timeout: float,
     allow_private: bool,
+    verify: ssl.SSLContext | bool,
     console: Console,
 ) -> Delivery:
     def report(entry: AuditEntry) -> None:
@@ -238,7 +243,9 @@ async def _trigger(
         if not isinstance(clock, VirtualClock):  # real time: say how long the wait is
             _wait_line(delivery, clock.now(), queued_at)
 
-    async with Sender(deadline=timeout, allow_private_destinations=allow_private) as sender:
+    async with Sender(
+        deadline=timeout, allow_private_destinations=allow_private, verify=verify
+    ) as sender:
         emulator = Emulator(sender, clock=clock, on_attempt=report)
         emulator.add_endpoint(endpoint)
         queued_at = clock.now()
@@ -460,6 +467,7 @@ def deliver(
     url: str,
     secret: str,
     allow_private_destinations: bool,
+    verify: ssl.SSLContext | bool,
     timeout: float,
     payload_version: int,
     events_file: Path,
@@ -500,6 +508,7 @@ def deliver(
         async with Sender(
             deadline=timeout,
             allow_private_destinations=allow_private_destinations,
+            verify=verify,
             max_connections=concurrency,
         ) as sender:
             emulator = Emulator(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import http
+import ssl
 from typing import IO
 
 import click
@@ -45,6 +46,7 @@ from service_webhooks.testing.signer import envelope
 
 from ._json import json_option
 from ._secret import signing_secret_option
+from ._tls import ca_file_option
 
 __all__ = ["DEADLINE", "send"]
 
@@ -103,6 +105,7 @@ _LABELS = {
     is_flag=True,
     help="Allow loopback/private targets (the service refuses them).",
 )
+@ca_file_option
 def send(
     url: str,
     secret: str,
@@ -113,6 +116,7 @@ def send(
     body_file: IO[bytes] | None,
     timestamp: int | None,
     allow_private_destinations: bool,
+    verify: ssl.SSLContext | bool,
 ) -> None:
     """Sign and POST one delivery to URL and print how the service would classify the answer.
 
@@ -148,7 +152,7 @@ def send(
     what = f"{printable(event_name)} v{event_version}" if event_name is not None else "body file"
     click.echo(f"POST {printable(redact_url(url))}  {what}  org {org}  ({len(body)} bytes)")
     attempt = asyncio.run(
-        _attempt(_sender(allow_private_destinations), url, body, secret, org, timestamp)
+        _attempt(_sender(allow_private_destinations, verify), url, body, secret, org, timestamp)
     )
     click.echo(_answer_line(attempt))
     if attempt.failure is Failure.RESERVED_ADDRESS:
@@ -161,11 +165,12 @@ def send(
     raise SystemExit(0 if attempt.result is Result.SUCCESS else 1)
 
 
-def _sender(allow_private_destinations: bool) -> Sender:
+def _sender(allow_private_destinations: bool, verify: ssl.SSLContext | bool = True) -> Sender:
     """The delivery emulator's sender, as one attempt of the service makes it."""
     return Sender(
         deadline=DEADLINE,
         allow_private_destinations=allow_private_destinations,
+        verify=verify,
         snippet_size=_READ_LIMIT,
         user_agent=USER_AGENT,
     )

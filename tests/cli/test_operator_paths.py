@@ -161,7 +161,7 @@ def answer_with(monkeypatch: pytest.MonkeyPatch) -> Callable[[httpx.Response], N
         )
         monkeypatch.setattr(deliver_module, "Sender", factory)
 
-        def sender(allow_private_destinations: bool) -> Sender:
+        def sender(allow_private_destinations: bool, verify: object = True) -> Sender:
             return Sender(
                 transport=httpx.MockTransport(handler),
                 resolver=StaticResolver(default=[PUBLIC_IP]),

@@ -49,7 +49,7 @@ def transport(monkeypatch: pytest.MonkeyPatch) -> Callable[[Handler], list[httpx
             answer = handler(request)
             return await answer if asyncio.iscoroutine(answer) else answer
 
-        def sender(allow_private_destinations: bool) -> Sender:
+        def sender(allow_private_destinations: bool, verify: object = True) -> Sender:
             return Sender(
                 deadline=send_module.DEADLINE,
                 allow_private_destinations=allow_private_destinations,
@@ -360,7 +360,7 @@ def test_the_host_is_resolved_once_and_the_checked_address_is_the_one_sent_to(
         async def resolve(self, host: str, port: int) -> list[str]:
             return next(answers)
 
-    def sender(allow_private_destinations: bool) -> Sender:
+    def sender(allow_private_destinations: bool, verify: object = True) -> Sender:
         return Sender(
             transport=httpx.MockTransport(
                 lambda request: sent.append(request) or httpx.Response(200)
