@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks.inbox import Inbox, InboxQuery, ReceivedDelivery, inbox_from_url
+from service_webhooks.inbox.backend import decode_cursor, from_micros
 from service_webhooks.inbox.commands import clip, pretty_body
 
 from ._origins import normalize_origin, parse_trusted_origins
@@ -214,6 +215,30 @@ def list_query(params: Mapping[str, str], now: datetime.datetime) -> InboxQuery:
     )
 
 
+_CLASSES = {"5xx": "Failed", "4xx": "Refused", "2xx": "Succeeded"}
+_BOUNDS = (("since", "from"), ("until", "to"))
+
+
+def list_selection(params: Mapping[str, str], cursor: str | None) -> list[str]:
+    """What a list page shows, in words, for its window title and heading: the active
+    filters (``["Failed", "note.created", "Last 24 hours"]``) and, past the first
+    page, where the page starts; ``[]`` for the newest deliveries unfiltered. Call it
+    once :func:`list_query` accepted ``params`` and the inbox ``cursor``."""
+    given = {name: params.get(name, "").strip() for name in _LIST_PARAMS}
+    shown = [_CLASSES.get(given["outcome"], given["outcome"])] if given["outcome"] else []
+    shown += [clip(given[name]) for name in ("event", "org") if given[name]]
+    shown += [label for key, label, _ in RANGES if key and key == given["range"]]
+    shown += [f"{word} {given[name].replace('T', ' ')}" for name, word in _BOUNDS if given[name]]
+    if given["q"]:
+        shown.append(f"ID {given['q'].lower()}" + ("" if len(given["q"]) >= 32 else "…"))
+    if cursor:
+        try:
+            shown.append(f"older than {_when(from_micros(decode_cursor(cursor)[0]))}")
+        except ConfigurationError:  # an inbox of another kind, with cursors of its own
+            shown.append("older")
+    return shown
+
+
 def _basic_credentials(value: str | tuple[str, str]) -> tuple[bytes, bytes]:
     if isinstance(value, str) and ":" not in value:
         raise ConfigurationError("basic_auth must be 'USER:PASSWORD' or (user, password)")
@@ -258,12 +283,12 @@ class Dashboard:
         self._css_etag = '"' + hashlib.sha256(self._css).hexdigest()[:16] + '"'
         self._router = Router(
             routes=[
-                Route("/", self.list_page, methods=["GET"]),
-                Route("/overview", self.overview_page, methods=["GET"]),
-                Route("/d/{delivery_id}", self.detail_page, methods=["GET"]),
-                Route("/d/{delivery_id}/body", self.body, methods=["GET"]),
-                Route("/d/{delivery_id}/replay", self.replay, methods=["POST"]),
-                Route("/static/dashboard.css", self.stylesheet, methods=["GET"]),
+                _Route("/", self.list_page, methods=["GET"]),
+                _Route("/overview", self.overview_page, methods=["GET"]),
+                _Route("/d/{delivery_id}", self.detail_page, methods=["GET"]),
+                _Route("/d/{delivery_id}/body", self.body, methods=["GET"]),
+                _Route("/d/{delivery_id}/replay", self.replay, methods=["POST"]),
+                _Route("/static/dashboard.css", self.stylesheet, methods=["GET"]),
             ],
             default=self.unknown_path,
         )
@@ -298,9 +323,9 @@ class Dashboard:
                 return
             await self._router(scope, receive, secured)
         except HTTPException as error:
-            # a route's 405, which Starlette raises instead of answering when the
-            # dashboard is mounted in its app (the scope has "app"): the app's handler
-            # would find the response started by then, and answer 500
+            # a route's 405 (see _Route), answered here with the dashboard's page: the
+            # handler of an app it is mounted in would find the response started, and
+            # answer 500
             if started:
                 raise
             await self._http_error(Request(scope), error)(scope, receive, secured)
@@ -438,18 +463,24 @@ class Dashboard:
         params["since"], params["until"] = _form_time(params["since"]), _form_time(params["until"])
         cursor = request.query_params.get("cursor") or None
         error = None
+        selection: list[str] = []
         items: tuple[ReceivedDelivery, ...] = ()
         next_cursor = None
+        heading = "Error: bad filter"
         try:
             query = list_query(params, datetime.datetime.now(UTC))
+            heading = "Error: bad page address"  # a cursor the inbox did not make
             page = await self.inbox.asearch(query, limit=self.page_size, cursor=cursor)
             items, next_cursor = page.items, page.next_cursor
+            selection = list_selection(params, cursor)
         except (BadFilter, ConfigurationError) as problem:
             error = str(problem)
         return self._render(
             request,
             "list.html",
             400 if error else 200,
+            heading=heading if error else " · ".join(selection),
+            selection=selection,
             params=params,
             filtered=any(params.values()),
             cursor=cursor,
@@ -574,6 +605,18 @@ _SECURITY_NAMES = {name.encode() for name, _ in SECURITY_HEADERS}
 _SECURITY_RAW = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS]
 
 
+class _Route(Route):
+    """A route that raises its 405 (an ``HTTPException`` with ``Allow``, which
+    :class:`Dashboard` answers with its error page) wherever it is served: Starlette's
+    raises it only when mounted in an app (the scope has ``"app"``), and served alone
+    answers plain text of its own."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            raise HTTPException(405, headers={"Allow": ", ".join(sorted(self.methods))})
+        await super().handle(scope, receive, send)
+
+
 def _proxy_hint(origin: str, host: str) -> str:
     """The refusal of a form whose browser says it is same-origin (``Sec-Fetch-Site``,
     which no page can forge) while its ``Origin`` names another host than ``Host``: a
@@ -639,7 +682,8 @@ CHART_BOTTOM = 22
 
 
 def _chart(buckets: list[tuple[datetime.datetime, int, int]]) -> dict[str, Any]:
-    """Bars (succeeded, failed stacked) per hour, as SVG coordinates in a fixed viewBox."""
+    """Bars (succeeded, failed stacked) per hour, as SVG coordinates in a fixed viewBox,
+    with each hour's counts for the table under the chart."""
     peak = max((ok + failed for _, ok, failed in buckets), default=0) or 1
     plot = CHART_HEIGHT - CHART_TOP - CHART_BOTTOM
     slot = CHART_WIDTH / len(buckets)
@@ -657,6 +701,9 @@ def _chart(buckets: list[tuple[datetime.datetime, int, int]]) -> dict[str, Any]:
                 "ok_height": f"{ok_height:.1f}",
                 "failed_y": f"{base - ok_height - failed_height:.1f}",
                 "failed_height": f"{failed_height:.1f}",
+                "hour": f"{since:%H}:00",
+                "ok": ok,
+                "failed": failed,
                 "label": f"{since:%H}:00 UTC: {ok} succeeded, {failed} failed",
                 "tick": f"{since:%H}" if index % 3 == 0 else "",
                 "tick_x": f"{x + (slot - 4) / 2:.1f}",

@@ -291,11 +291,14 @@ def clip(text: str) -> str:
 PRETTY_MIN = 1 << 20
 """Characters of indented JSON always shown; past it, at most 8 per byte of the body."""
 _TOO_NESTED = "JSON too nested to indent: shown as received"
+_EMPTY = "empty body: the delivery had no payload"
+_NOT_UTF8 = "not UTF-8: invalid bytes shown as \N{REPLACEMENT CHARACTER} (the download has them)"
 
 
 def pretty_body(body: bytes) -> tuple[str, str]:
     """The body as text and what the page says of it: indented JSON when it parses,
-    else decoded UTF-8.
+    else decoded UTF-8 (a body that is not UTF-8: its invalid bytes as U+FFFD, which the
+    note says); an empty body is ``""`` with a note saying so.
 
     Indenting costs two characters per level on every line: a nested body (a 48 KB
     one of arrays 400 deep becomes 19 MB of text) would make one page hundreds of
@@ -304,7 +307,12 @@ def pretty_body(body: bytes) -> tuple[str, str]:
     instead: never an error, nor a text larger than 1 MiB or 8 times the body. What
     the dashboard, ``inbox show`` and the Django admin show of a payload.
     """
-    raw = body.decode("utf-8", "replace")
+    if not body:
+        return "", _EMPTY
+    try:
+        raw = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body.decode("utf-8", "replace"), _NOT_UTF8
     try:
         value = json.loads(body, object_pairs_hook=_Members)
     except ValueError:

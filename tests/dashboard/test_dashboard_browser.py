@@ -412,3 +412,128 @@ def test_status_colours_and_the_focus_ring_have_enough_contrast(
         ring = [focused.value_of_css_property("outline-color")]
         ring += re.findall(r"rgba?\([^)]*\)", focused.value_of_css_property("box-shadow"))
         assert max(_contrast(colour, page) for colour in ring) >= 3, (scheme, ring, page)
+
+
+def test_the_chart_tells_failures_by_more_than_colour_and_shows_its_numbers(
+    server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any]
+) -> None:
+    """The per-hour chart drew succeeded bars green and failed ones red (1.3:1 against
+    each other), with the counts only in hover tooltips: failed bars are now hatched,
+    in the legend too, and the counts are a table a keyboard opens and a screen reader
+    reads."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    base, _, _ = server
+    driver = chrome()
+    authorize_browser(driver)
+    for scheme in ("light", "dark"):
+        driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+        )
+        driver.get(base + "/overview")
+        bars = [
+            bar
+            for bar in driver.find_elements(By.CSS_SELECTOR, ".chart svg .bar-bad")
+            if float(bar.get_attribute("height") or 0) > 0
+        ]
+        assert bars, "the fixture's failures draw no failed bar"
+        ok_bar = driver.find_element(By.CSS_SELECTOR, ".chart svg .bar-ok")
+        ok_fill = ok_bar.value_of_css_property("fill")
+        assert ok_fill.startswith("rgb")  # solid
+        for bar in bars:  # a pattern, not a plain colour
+            assert bar.value_of_css_property("fill").startswith("url("), (scheme, bar)
+        stripes = [
+            rect.value_of_css_property("fill")
+            for rect in driver.find_elements(By.CSS_SELECTOR, "pattern#hatch-bad rect")
+        ]
+        assert len(stripes) == 2
+        assert _contrast(*stripes) >= 3, (scheme, stripes)  # the hatching is visible
+        # the legend draws the same two fills
+        legend = driver.find_elements(By.CSS_SELECTOR, ".chart figcaption rect")
+        assert [rect.value_of_css_property("fill") for rect in legend] == [
+            ok_fill,
+            bars[0].value_of_css_property("fill"),
+        ]
+    # the figure names both kinds of bar by more than colour, and points at the table
+    name = driver.find_element(By.CSS_SELECTOR, ".chart svg").accessible_name
+    assert "hatched" in name, name
+    assert "table" in name, name
+
+    # the numbers: a table behind a summary the keyboard reaches and opens
+    table = driver.find_element(By.CSS_SELECTOR, "#chart-data table")
+    assert not table.is_displayed()
+    keys = ActionChains(driver)
+    for _ in range(60):
+        keys.send_keys(Keys.TAB).perform()
+        if driver.switch_to.active_element.tag_name == "summary":
+            break
+    else:
+        raise AssertionError("the chart's numbers are not reachable with Tab")
+    keys.send_keys(Keys.ENTER).perform()
+    assert table.is_displayed()
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert len(rows) == 24
+    titles = driver.find_elements(By.CSS_SELECTOR, ".chart svg g > title")
+    for row, title in zip(rows, titles, strict=True):
+        hour, ok, failed = (cell.text for cell in row.find_elements(By.CSS_SELECTOR, "th, td"))
+        label = title.get_attribute("textContent")
+        assert label == f"{hour} UTC: {ok} succeeded, {failed} failed"
+    assert sum(int(row.text.split()[-1]) for row in rows) >= 4  # the fixture's failures
+    assert table.accessible_name == "Deliveries per hour over the last 24 hours"
+
+
+def test_a_replayed_answer_wraps_on_a_phone_and_leaves_the_event_room(
+    server: tuple[str, Path, WebhookReceiver], chrome: Callable[..., Any]
+) -> None:
+    """A replayed delivery's answer is two badges; on a 375-pixel phone their card
+    column took its full one-line width and squeezed the event name beside it to a
+    few pixels, a letter per line."""
+    from selenium.webdriver.common.by import By
+
+    base, _, receiver = server
+    inbox: Any = receiver.inbox
+    record = inbox.search().items[0]  # the hostile note.created, failed
+    receiver.replay(record.id)  # fails again (or unhandled): a second badge all the same
+    driver = chrome(width=500)
+    phone(driver, 375)
+    authorize_browser(driver)
+    driver.get(base + "/")
+    assert driver.execute_script("return window.innerWidth") == 375
+    row = driver.find_element(By.XPATH, "//tr[.//span[@class='replayed']]")
+    width = row.rect["width"]
+    event = row.find_element(By.CSS_SELECTOR, "td:nth-child(3)")
+    answer = row.find_element(By.CSS_SELECTOR, "td:nth-child(5)")
+    assert event.text.startswith("note.created")
+    assert event.rect["width"] >= 0.4 * width, (event.rect, width)  # was about 50 px
+    assert answer.rect["width"] <= 0.55 * width, (answer.rect, width)
+    assert driver.execute_script(  # the badges within their cell: they wrapped
+        "return arguments[0].scrollWidth <= arguments[0].clientWidth", answer
+    )
+    badges = answer.find_elements(By.CSS_SELECTOR, ".badge")
+    assert len(badges) == 2
+    assert badges[1].rect["y"] > badges[0].rect["y"]  # the replay's on a line of its own
+    assert _sideways(driver) <= 0
+
+
+def test_a_wrong_method_is_the_dashboards_page_with_allow(
+    server: tuple[str, Path, WebhookReceiver],
+) -> None:
+    """Served on its own (``inbox serve``), a GET of a replay URL was Starlette's
+    plain-text ``Method Not Allowed``, without the dashboard's page (mounted, it was
+    the page already)."""
+    base, _, receiver = server
+    record = receiver.inbox.search().items[0]  # type: ignore[union-attr]
+    answer = httpx.get(f"{base}/d/{record.id}/replay", auth=(USER, PASSWORD))
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "POST"
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "<title>Method Not Allowed · Webhook inbox</title>" in answer.text
+    assert "does not answer GET requests" in answer.text
+    assert answer.headers["x-frame-options"] == "DENY"
+    wrong = httpx.post(f"{base}/overview", auth=(USER, PASSWORD))
+    assert wrong.status_code == 405
+    assert wrong.headers["allow"] == "GET, HEAD"
+    assert "does not answer POST requests" in wrong.text

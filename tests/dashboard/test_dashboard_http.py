@@ -447,7 +447,7 @@ def test_detail_shows_the_traceback_and_download_gives_the_bytes(
     assert body.headers["content-type"] == "application/octet-stream"
     assert body.headers["content-disposition"].startswith("attachment;")
     not_json = record_at(flaky.receiver.inbox, 7, record.received_at, body=b"\xff not json")
-    assert "not JSON" in client.get(f"/d/{not_json.id}", auth=AUTH).text
+    assert "not UTF-8" in client.get(f"/d/{not_json.id}", auth=AUTH).text  # nor JSON
     for missing in ("/d/" + "a" * 32, "/d/XYZ", "/d/" + "a" * 32 + "/body"):
         assert client.get(missing, auth=AUTH).status_code == 404
 
@@ -513,6 +513,121 @@ def test_overview_counts_failure_rate_slowest_and_chart(client: TestClient, flak
     assert "No handler ran" in empty.text
 
 
+def test_the_chart_has_its_numbers_in_a_table_and_hatched_failures(
+    client: TestClient, flaky: Flaky
+) -> None:
+    """The per-hour counts were only in each bar's SVG ``<title>`` (a hover tooltip),
+    and failed bars differed from succeeded ones by their colour alone."""
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    for n in range(3):
+        record_at(inbox, n, now)
+    record_at(inbox, 5, now, status=500, reason="handler_failed")
+    page = client.get("/overview", auth=AUTH).text
+    assert page.count('<rect class="bar-bad" fill="url(#hatch-bad)"') == 24
+    assert '<rect class="key-bad" fill="url(#hatch-bad)"' in page  # the legend's
+    assert '<pattern id="hatch-bad"' in page
+    table = page.split('<details class="chart-data" id="chart-data">')[1].split("</details>")[0]
+    assert "<caption" in table
+    cells = r'<th scope="row">(\d\d:00)</th><td class="num">(\d+)</td><td class="num">(\d+)</td>'
+    rows = re.findall(cells, table)
+    assert len(rows) == 24
+    assert rows[-1] == (f"{now:%H}:00", "3", "1")
+    assert sum(int(failed) for _, _, failed in rows) == 1
+
+
+def test_a_list_title_names_its_filters_and_page(flaky: Flaky) -> None:
+    """Every list page was titled "Deliveries · Webhook inbox", whatever its filters,
+    page, or error: tabs and bookmarks could not be told apart."""
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    records = [record_at(inbox, n, now - datetime.timedelta(minutes=n)) for n in range(3)]
+    client = TestClient(dashboard(inbox, basic_auth=AUTH, page_size=2))
+
+    def title(query: str, status: int = 200) -> str:
+        response = client.get("/" + query, auth=AUTH)
+        assert response.status_code == status, response.text
+        match = re.search(r"<title>(.*)</title>", response.text)
+        assert match
+        return match[1]
+
+    assert title("") == "Deliveries · Webhook inbox"
+    assert title("?outcome=5xx&event=note.created") == (
+        "Failed · note.created · Deliveries · Webhook inbox"
+    )
+    assert title("?outcome=handler_failed&org=o-X&range=24h") == (
+        "handler_failed · o-X · Last 24 hours · Deliveries · Webhook inbox"
+    )
+    assert title("?outcome=2xx&since=2025-01-31T13:45&until=2025-02-01T00:00:00%2B01:00") == (
+        "Succeeded · from 2025-01-31 13:45:00 · to 2025-01-31 23:00:00 · Deliveries · Webhook inbox"
+    )
+    assert title("?q=ABC") == "ID abc… · Deliveries · Webhook inbox"
+    assert title(f"?q={records[0].id}") == f"ID {records[0].id} · Deliveries · Webhook inbox"
+    assert title("?event=%3Cb%3E") == "&lt;b&gt; · Deliveries · Webhook inbox"  # escaped
+    # the heading says it too, after the page's name
+    page = client.get("/?outcome=4xx&event=note.created", auth=AUTH).text
+    assert '<h1>Deliveries<span class="selection"> · Refused · note.created</span></h1>' in page
+    assert "<h1>Deliveries</h1>" in client.get("/", auth=AUTH).text
+    # the older page: where it starts, so that it differs from the first
+    older = re.search(r'id="older" rel="next" href="/\?cursor=([^"]+)"', title_page(client))
+    assert older
+    start = f"{records[1].received_at:%Y-%m-%d %H:%M:%S}"
+    assert title(f"?cursor={older[1]}") == f"older than {start} · Deliveries · Webhook inbox"
+    # an error says so
+    assert title("?outcome=nope", 400) == "Error: bad filter · Deliveries · Webhook inbox"
+    assert title("?event=a%00b", 400) == "Error: bad filter · Deliveries · Webhook inbox"
+    assert title("?cursor=garbage", 400) == "Error: bad page address · Deliveries · Webhook inbox"
+
+
+def title_page(client: TestClient) -> str:
+    return client.get("/", auth=AUTH).text
+
+
+def test_a_single_page_has_no_empty_pager_landmark(flaky: Flaky) -> None:
+    """A list that fits one page rendered an empty ``<nav aria-label="Pages of
+    deliveries">``: a landmark a screen reader announces, with nothing in it."""
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    client = TestClient(dashboard(inbox, basic_auth=AUTH, page_size=2))
+    pager = 'aria-label="Pages of deliveries"'
+    assert pager not in client.get("/", auth=AUTH).text  # no delivery at all
+    record_at(inbox, 1, now)
+    assert pager not in client.get("/", auth=AUTH).text  # one page
+    assert pager not in client.get("/?outcome=5xx", auth=AUTH).text  # none matches
+    assert pager not in client.get("/?outcome=nope", auth=AUTH).text  # a bad filter
+    for n in range(2, 4):
+        record_at(inbox, n, now - datetime.timedelta(minutes=n))
+    first = client.get("/", auth=AUTH).text
+    assert pager in first
+    assert 'id="older"' in first
+    link = re.search(r'id="older" rel="next" href="([^"]+)"', first)
+    assert link
+    last = client.get(link[1].replace("&amp;", "&"), auth=AUTH).text
+    assert pager in last
+    assert 'id="first-page"' in last
+    assert 'id="older"' not in last
+
+
+def test_a_body_not_utf8_or_empty_says_so(client: TestClient, flaky: Flaky) -> None:
+    """A body of invalid UTF-8 was labelled "not JSON: shown as UTF-8 text" while its
+    invalid bytes were silently shown as U+FFFD; an empty body was an empty box."""
+    inbox = flaky.receiver.inbox
+    now = datetime.datetime.now(UTC)
+    latin = record_at(inbox, 1, now, body='{"text": "café"}'.encode("latin-1"))
+    page = client.get(f"/d/{latin.id}", auth=AUTH).text
+    assert "not UTF-8: invalid bytes shown as \N{REPLACEMENT CHARACTER}" in page
+    assert "shown as UTF-8 text" not in page
+    assert "caf\N{REPLACEMENT CHARACTER}" in page
+    assert f'href="/d/{latin.id}/body" download' in page  # the exact bytes
+    text = record_at(inbox, 2, now, body="plain text, café".encode())
+    assert "not JSON: shown as UTF-8 text" in client.get(f"/d/{text.id}", auth=AUTH).text
+    empty = record_at(inbox, 3, now, body=b"")
+    page = client.get(f"/d/{empty.id}", auth=AUTH).text
+    assert "Empty body: the delivery had no payload." in page
+    assert 'id="payload"' not in page  # no empty box
+    assert "Size</dt><dd>0 bytes" in page
+
+
 def test_mounted_below_a_prefix_every_link_keeps_it(flaky: Flaky) -> None:
     record = failed_record(flaky)
     app = Starlette(
@@ -547,7 +662,8 @@ def test_mounted_below_a_prefix_every_link_keeps_it(flaky: Flaky) -> None:
 def test_an_unknown_path_or_method_is_a_page_not_a_500(flaky: Flaky, mount: str) -> None:
     """Mounted in a Starlette app, the router raised its 404 and 405 (instead of
     answering them) after the dashboard had started its own 500: a mistyped address was
-    an 'Internal server error' and a traceback in the server's log."""
+    an 'Internal server error' and a traceback in the server's log. Served alone, the
+    405 was Starlette's plain text."""
     record = failed_record(flaky)
     app: Any = dashboard(receiver=flaky.receiver, basic_auth=AUTH)
     if mount:
@@ -558,11 +674,12 @@ def test_an_unknown_path_or_method_is_a_page_not_a_500(flaky: Flaky, mount: str)
         assert missing.headers["content-type"].startswith("text/html")
         assert "<title>Not found · Webhook inbox</title>" in missing.text
         assert f'href="{mount}/"' in missing.text  # back to the deliveries
-        if mount:  # served alone, Starlette answers a 405 itself (plain text)
-            wrong = test_client.get(f"{mount}/d/{record.id}/replay", auth=AUTH)
-            assert wrong.status_code == 405
-            assert wrong.headers["allow"] == "POST"
-            assert "does not answer GET requests" in wrong.text
+        # served alone, Starlette's route answered its 405 itself, in plain text
+        wrong = test_client.get(f"{mount}/d/{record.id}/replay", auth=AUTH)
+        assert wrong.status_code == 405
+        assert wrong.headers["allow"] == "POST"
+        assert wrong.headers["content-type"].startswith("text/html")
+        assert "does not answer GET requests" in wrong.text
         for response in (missing, test_client.post(f"{mount}/overview", auth=AUTH)):
             for name, value in SECURITY_HEADERS:
                 assert response.headers[name] == value

@@ -33,7 +33,13 @@ def test_inbox_commands_show_a_deep_payload_as_received(body: bytes) -> None:
 
 def test_pretty_body_indents_ordinary_json_and_caps_the_rest() -> None:
     assert pretty_body(b'{"a":[1]}') == ('{\n  "a": [\n    1\n  ]\n}', "JSON, indented for reading")
-    assert pretty_body(b"\xff")[1] == "not JSON: shown as UTF-8 text"
+    # a body that is not UTF-8 was "not JSON: shown as UTF-8 text", its bytes U+FFFD
+    assert pretty_body(b"\xff") == (
+        "\N{REPLACEMENT CHARACTER}",
+        "not UTF-8: invalid bytes shown as \N{REPLACEMENT CHARACTER} (the download has them)",
+    )
+    assert pretty_body("café".encode()) == ("café", "not JSON: shown as UTF-8 text")
+    assert pretty_body(b"") == ("", "empty body: the delivery had no payload")
     text, note = pretty_body(WIDE)
     assert (text, note) == (WIDE.decode(), "JSON too nested to indent: shown as received")
     assert len(pretty_body(DEEP)[0]) <= max(8 * len(DEEP), PRETTY_MIN)
