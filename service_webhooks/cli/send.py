@@ -64,6 +64,14 @@ _REDIRECT_HINT = (
     "trailing-slash or HTTPS redirect)"
 )
 
+
+def _redirect_hint(location: str | None) -> str:
+    """:data:`_REDIRECT_HINT`, naming where the answer pointed when it said."""
+    if not location:
+        return _REDIRECT_HINT
+    return f"{_REDIRECT_HINT}; it points to {printable(location[:_SHOWN_RESPONSE])}"
+
+
 _SHOWN_RESPONSE = 200  # characters of the response body echoed for information
 _READ_LIMIT = 1024  # bytes of the response body read at most (the emulator's snippet_size)
 USER_AGENT = "service-webhooks-send"
@@ -158,7 +166,7 @@ def send(
     if attempt.failure is Failure.RESERVED_ADDRESS:
         click.echo(_HINT, err=True)
     if attempt.status is not None and 300 <= attempt.status < 400:
-        click.echo(_REDIRECT_HINT, err=True)
+        click.echo(_redirect_hint(attempt.location), err=True)
     text = attempt.response_snippet[:_SHOWN_RESPONSE].strip()
     if text:  # the receiver's bytes: no line breaks or terminal escapes of its own
         click.echo(f"response: {printable(text)}")

@@ -99,6 +99,7 @@ class _Progress:
 
     addresses: list[str] = field(default_factory=list)  # tried, in order
     status: int | None = None  # the final status, once its headers arrived
+    location: str | None = None  # a 3xx answer's Location header
     received: bytearray = field(default_factory=bytearray)  # the start of the body
     head: bytearray = field(default_factory=bytearray)  # the first bytes read
 
@@ -270,6 +271,8 @@ class AttemptResult:
         duration: Wall time the attempt took, seconds.
         timestamp: The ``t`` that was signed, Unix seconds.
         address: The checked address the request went to, if one was chosen.
+        location: A 3xx answer's ``Location`` header as sent (never followed, spec
+            §7), else ``None``.
     """
 
     result: Result
@@ -280,6 +283,7 @@ class AttemptResult:
     duration: float
     timestamp: int
     address: str | None = None
+    location: str | None = None
 
 
 class _Failed(Exception):
@@ -514,6 +518,7 @@ class Sender:
             duration=time.perf_counter() - started,
             timestamp=t,
             address=address,
+            location=progress.location,
         )
 
     async def _exchange(
@@ -624,6 +629,8 @@ class Sender:
         response = await client.send(request, stream=True)
         try:
             progress.status = response.status_code  # the answer: the body cannot change it
+            if 300 <= response.status_code < 400:  # where it points: never followed
+                progress.location = response.headers.get("location")
             try:
                 async for chunk in response.aiter_bytes():
                     progress.received += chunk

@@ -129,6 +129,7 @@ def test_a_redirect_gets_a_hint(server: tuple[str, Recorder], status: int) -> No
     )  # fmt: skip
     assert result.exit_code == 1
     assert "hint: the service never follows redirects" in result.stderr
+    assert "it points to /elsewhere" in result.stderr  # the answer's Location, not followed
 
 
 @pytest.mark.parametrize("status", [200, 404, 503])
