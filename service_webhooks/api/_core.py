@@ -327,8 +327,12 @@ def status_error(
         cls = ServerError if 500 <= status <= 599 else APIStatusError
     body = _body_json(response.content)
     phrase = _service_text(response.reason_phrase, secret) or "error"
+    moved = ""
+    location = response.headers.get("Location") if 300 <= status <= 399 else None
+    if location:  # never followed: say where, so the base URL can be corrected
+        moved = f" (redirected to {_service_text(location, secret)}, not followed)"
     return cls(
-        f"{status} {phrase}{_detail(body, secret)}",
+        f"{status} {phrase}{moved}{_detail(body, secret)}",
         method=call.method,
         path=request_path(response.request),
         status_code=status,

@@ -148,6 +148,21 @@ def test_status_errors(status: int, cls: type[APIStatusError]) -> None:
     assert str(error).endswith(": nope (GET /base/operations/v1)")
 
 
+def test_a_redirect_says_where_it_points_with_the_key_masked() -> None:
+    """The client follows no redirect: the error names the ``Location`` (an ``http://``
+    base URL a proxy moves to ``https://``), never the API key in it."""
+    headers = {"Location": "https://h/base/operations/v1?key=KEY-1&limit=3"}
+    error = status_error(GET, _response(301, b"", headers), now=0, secret="KEY-1")
+    assert error is not None
+    assert str(error).startswith(
+        "301 Moved Permanently (redirected to https://h/base/operations/v1?key=***&limit=3, "
+        "not followed)"
+    )
+    no_location = status_error(GET, _response(304), now=0)
+    assert no_location is not None
+    assert "redirected" not in str(no_location)
+
+
 @pytest.mark.parametrize("status", [200, 201, 204, 299])
 def test_2xx_is_success(status: int) -> None:
     assert status_error(GET, _response(status), now=0) is None
