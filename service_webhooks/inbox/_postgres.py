@@ -30,11 +30,11 @@ import asyncio
 import datetime
 import re
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from ..stores._per_loop import PerLoop
 from ..stores._pg_deadline import Deadlines, connection_kwargs
 from ..stores._pg_fork import forget_pools_after_fork
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
@@ -210,9 +210,9 @@ class PostgresInbox(SQLInbox):
         self._prune_every = prune_every
         self._size_total_found = False
         self._lock = threading.Lock()
-        self._apools: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
-        ] = weakref.WeakKeyDictionary()
+        self._apools: PerLoop[AsyncConnectionPool[Any]] = PerLoop(
+            AsyncConnectionPool.close, "the inbox's PostgreSQL pool"
+        )
         forget_pools_after_fork(self)  # gunicorn --preload, Celery's prefork pool
         super().__init__()
 
@@ -407,8 +407,7 @@ class PostgresInbox(SQLInbox):
     async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._conninfo is None:
             return None  # a sync pool only: run it in a worker thread
-        loop = asyncio.get_running_loop()
-        pool = self._apools.get(loop)
+        pool = self._apools.get()
         if pool is None:
             pool = AsyncConnectionPool(
                 self._conninfo,
@@ -419,7 +418,7 @@ class PostgresInbox(SQLInbox):
                 open=False,
                 name="service_webhooks_inbox",
             )
-            self._apools[loop] = pool
+            self._apools.add(pool)  # closed in this loop when it shuts down
             await pool.open()
         return pool
 
@@ -459,7 +458,7 @@ class PostgresInbox(SQLInbox):
 
     async def aclose(self) -> None:
         """Close the asyncio pool this inbox opened for the running event loop."""
-        pool = self._apools.pop(asyncio.get_running_loop(), None)
+        pool = await self._apools.pop()
         if pool is not None:
             await pool.close()
 

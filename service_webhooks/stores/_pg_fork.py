@@ -12,11 +12,12 @@ stop its threads. A pool the user passed in is theirs to open after the fork.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import weakref
 from typing import Any, Protocol
+
+from ._per_loop import PerLoop
 
 __all__ = ["forget_pools_after_fork"]
 
@@ -25,7 +26,7 @@ class _PoolOwner(Protocol):
     _lock: threading.Lock
     _pool: Any
     _own_pool: bool
-    _apools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]
+    _apools: PerLoop[Any]
 
 
 _OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -45,8 +46,7 @@ def _in_child() -> None:
         if owner._own_pool and owner._pool is not None:
             _INHERITED.append(owner._pool)
             owner._pool, owner._own_pool = None, False
-        _INHERITED.extend(owner._apools.values())
-        owner._apools = weakref.WeakKeyDictionary()
+        _INHERITED.extend(owner._apools.forget())
 
 
 os.register_at_fork(after_in_child=_in_child)

@@ -57,12 +57,12 @@ import contextlib
 import logging
 import re
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._per_loop import PerLoop
 from ._pg_deadline import Deadlines, connection_kwargs
 from ._pg_fork import forget_pools_after_fork
 from ._url import redact_url
@@ -246,9 +246,9 @@ class PostgresStore:
         self._pool = pool
         self._own_pool = False
         self._apool = apool
-        self._apools: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
-        ] = weakref.WeakKeyDictionary()
+        self._apools: PerLoop[AsyncConnectionPool[Any]] = PerLoop(
+            AsyncConnectionPool.close, "a PostgreSQL pool"
+        )
         self._sizes = (min_size, max_size)
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
@@ -474,8 +474,7 @@ class PostgresStore:
             return self._apool
         if self._conninfo is None:
             return None  # a sync pool only: run it in a worker thread
-        loop = asyncio.get_running_loop()
-        pool = self._apools.get(loop)
+        pool = self._apools.get()
         if pool is None:
             pool = AsyncConnectionPool(
                 self._conninfo,
@@ -486,7 +485,7 @@ class PostgresStore:
                 open=False,
                 name="service_webhooks",
             )
-            self._apools[loop] = pool
+            self._apools.add(pool)  # closed in this loop when it shuts down
             await pool.open()
         return pool
 
@@ -567,6 +566,6 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         """Close the asyncio pool this store opened for the running event loop."""
-        pool = self._apools.pop(asyncio.get_running_loop(), None)
+        pool = await self._apools.pop()
         if pool is not None:
             await pool.close()

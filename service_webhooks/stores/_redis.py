@@ -13,8 +13,9 @@ to be pruned. Every operation is one short Lua script, so it is atomic:
 
 Sync methods use a :class:`redis.Redis` client; the ``a``-prefixed twins use a
 :class:`redis.asyncio.Redis` client. Built from a URL, the store opens one asyncio
-client per event loop (an asyncio connection belongs to the loop that opened it);
-close it with :meth:`RedisStore.aclose` in that loop.
+client per event loop (an asyncio connection belongs to the loop that opened it),
+closed in that loop when it shuts down (see :mod:`._per_loop`), or earlier by
+:meth:`RedisStore.aclose` there.
 
 Errors: whatever redis-py raises (:class:`redis.exceptions.ConnectionError`,
 :class:`redis.exceptions.TimeoutError`, …) propagates; the receiver turns it into
@@ -30,11 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
+from ._per_loop import PerLoop
 from ._url import redact_url
 
 try:
@@ -105,6 +106,10 @@ class _AsyncScripts:
         self.claim = client.register_script(_CLAIM)
         self.complete = client.register_script(_COMPLETE)
         self.release = client.register_script(_RELEASE)
+
+
+async def _aclose(scripts: _AsyncScripts) -> None:
+    await scripts.client.aclose()
 
 
 class RedisStore:
@@ -178,9 +183,7 @@ class RedisStore:
             aconnection = redis.asyncio.Redis(connection_pool=aconnection)
         self._client = client
         self._ascripts = None if aconnection is None else _AsyncScripts(aconnection)
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncScripts] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._per_loop: PerLoop[_AsyncScripts] = PerLoop(_aclose, "a Redis client")
         if client is not None:
             self._claim = client.register_script(_CLAIM)
             self._complete = client.register_script(_COMPLETE)
@@ -271,12 +274,11 @@ class RedisStore:
             return self._ascripts
         if self._url is None:
             return None  # a sync client only: run it in a worker thread
-        loop = asyncio.get_running_loop()
-        scripts = self._per_loop.get(loop)
+        scripts = self._per_loop.get()
         if scripts is None:
             options = {**_default_options(AsyncRetry, self._timeout), **self._options}
             scripts = _AsyncScripts(redis.asyncio.Redis.from_url(self._url, **options))
-            self._per_loop[loop] = scripts
+            self._per_loop.add(scripts)
         return scripts
 
     async def aclaim(self, key: str, token: str, lease: float) -> ClaimState:
@@ -299,7 +301,8 @@ class RedisStore:
         return bool(await scripts.release([self.prefix + key], [token]))
 
     async def aclose(self) -> None:
-        """Close the asyncio client this store opened for the running event loop."""
-        scripts = self._per_loop.pop(asyncio.get_running_loop(), None)
+        """Close the asyncio client this store opened for the running event loop (the
+        loop's shutdown closes it otherwise); the next call there opens another."""
+        scripts = await self._per_loop.pop()
         if scripts is not None:
-            await scripts.client.aclose()
+            await _aclose(scripts)

@@ -1,0 +1,147 @@
+"""One receiver, many event loops: the asyncio connections a store or inbox opened for a
+loop are closed in that loop as it shuts down (``asyncio.run``, pytest-asyncio's loop
+per test, each ``TestClient`` block), so a module-level receiver driven from loop after
+loop leaves no connections behind and keeps working."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import uuid
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import pytest
+
+from service_webhooks import WebhookReceiver, sign
+
+pytest.importorskip("redis")
+pytest.importorskip("psycopg")
+import psycopg
+import redis
+
+from service_webhooks.stores._per_loop import PerLoop
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+SECRET = "whsec-loops"
+ORG = "o-1"
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def redis_client(unavailable: Callable[[str, str], NoReturn]) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        client.close()
+        unavailable(f"Redis at {REDIS_URL}", type(error).__name__)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pg_schema(unavailable: Callable[[str, str], NoReturn]) -> Iterator[str]:
+    try:
+        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=2)
+    except psycopg.Error as error:
+        unavailable(f"PostgreSQL at {PG_URL}", type(error).__name__)
+    name = f"sw_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+        yield name
+        admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def _deliver_in_new_loops(receiver: WebhookReceiver, loops: int) -> None:
+    @receiver.on("note.created")
+    async def noted(event: object) -> None:
+        await asyncio.sleep(0)
+
+    for round_ in range(loops):
+
+        async def deliver(round_: int = round_) -> int:
+            body = (
+                b'{"eventName":"note.created","version":1,"o":"%s","data":'
+                b'{"id":"n-%d","author":"a","text":"hi"}}' % (ORG.encode(), round_)
+            )
+            return (await receiver.aprocess(body, sign(body, SECRET, ORG))).status
+
+        assert asyncio.run(deliver()) == 200  # each loop: a client or pool of its own
+        gc.collect()
+
+
+def test_a_redis_stores_clients_close_with_their_loops(redis_client: redis.Redis) -> None:
+    name = f"sw-test-{uuid.uuid4().hex[:8]}"
+    prefix = f"service_webhooks_test:{uuid.uuid4().hex}:"
+    receiver = WebhookReceiver(
+        SECRET, store=f"{REDIS_URL}?prefix={prefix}&client_name={name}", inbox=False
+    )
+    try:
+        _deliver_in_new_loops(receiver, 3)
+        left = [c for c in redis_client.client_list() if c.get("name") == name]
+        assert left == []  # each loop's connection was closed as its loop ended
+    finally:
+        receiver.close()
+        keys = list(redis_client.scan_iter(match=prefix + "*"))
+        if keys:
+            redis_client.delete(*keys)
+
+
+def test_a_postgres_stores_and_inboxs_pools_close_with_their_loops(pg_schema: str) -> None:
+    name = f"sw-test-{uuid.uuid4().hex[:8]}"
+    receiver = WebhookReceiver(
+        SECRET,
+        store=f"{PG_URL}?application_name={name}&table={pg_schema}.keys",
+        inbox=True,
+    )
+    try:
+        _deliver_in_new_loops(receiver, 3)
+        with psycopg.connect(PG_URL) as connection:
+            row = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+            ).fetchone()
+        receiver.close()  # the sync pools (schema creation)
+        # before: two asyncio connections per finished loop stayed open (store and
+        # inbox), until the process exited
+        assert row is not None
+        assert row[0] <= 2
+    finally:
+        receiver.close()
+
+
+def test_a_value_is_closed_in_its_loop_at_shutdown_and_reopened_in_the_next() -> None:
+    closed: list[tuple[str, asyncio.AbstractEventLoop]] = []
+
+    async def close(value: str) -> None:
+        await asyncio.sleep(0)  # it may await: the loop still runs
+        closed.append((value, asyncio.get_running_loop()))
+
+    values: PerLoop[str] = PerLoop(close, "a value")
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def use(value: str) -> None:
+        loops.append(asyncio.get_running_loop())
+        assert values.get() is None
+        values.add(value)
+        assert values.get() == value
+
+    asyncio.run(use("first"))
+    asyncio.run(use("second"))
+    assert closed == [("first", loops[0]), ("second", loops[1])]
+
+    async def use_and_pop() -> str | None:
+        values.add("third")
+        return await values.pop()
+
+    assert asyncio.run(use_and_pop()) == "third"  # taken out: the caller closes it
+    assert len(closed) == 2
+
+    # a loop closed without shutting down: dropped at the next loop's first use
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(use("fourth"))
+    loop.close()
+    asyncio.run(use("fifth"))
+    assert [value for value, _ in closed] == ["first", "second", "fifth"]
+    assert values.forget() == []
