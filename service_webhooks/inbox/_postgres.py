@@ -35,7 +35,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ..stores._per_loop import PerLoop
-from ..stores._pg_deadline import Deadlines, connection_kwargs
+from ..stores._pg_deadline import Deadlines, LoopPool, connection_kwargs
 from ..stores._pg_fork import forget_pools_after_fork
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
 from ..stores._url import redact_url
@@ -210,9 +210,7 @@ class PostgresInbox(SQLInbox):
         self._prune_every = prune_every
         self._size_total_found = False
         self._lock = threading.Lock()
-        self._apools: PerLoop[AsyncConnectionPool[Any]] = PerLoop(
-            AsyncConnectionPool.close, "the inbox's PostgreSQL pool"
-        )
+        self._apools: PerLoop[LoopPool] = PerLoop(LoopPool.close, "the inbox's PostgreSQL pool")
         forget_pools_after_fork(self)  # gunicorn --preload, Celery's prefork pool
         super().__init__()
 
@@ -407,9 +405,11 @@ class PostgresInbox(SQLInbox):
     async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._conninfo is None:
             return None  # a sync pool only: run it in a worker thread
-        pool = self._apools.get()
-        if pool is None:
-            pool = AsyncConnectionPool(
+        opened = self._apools.get()
+        if opened is not None:
+            return opened.pool if opened.usable else await opened.ready()
+        opened = LoopPool(
+            AsyncConnectionPool(
                 self._conninfo,
                 min_size=1,
                 max_size=self._max_size,
@@ -418,9 +418,9 @@ class PostgresInbox(SQLInbox):
                 open=False,
                 name="service_webhooks_inbox",
             )
-            self._apools.add(pool)  # closed in this loop when it shuts down
-            await pool.open()
-        return pool
+        )
+        self._apools.add(opened)  # closed in this loop when it shuts down
+        return await opened.open(self._apools)
 
     async def _arun(
         self, pool: AsyncConnectionPool[Any], statement: str, params: Sequence[Any]
@@ -458,9 +458,9 @@ class PostgresInbox(SQLInbox):
 
     async def aclose(self) -> None:
         """Close the asyncio pool this inbox opened for the running event loop."""
-        pool = await self._apools.pop()
-        if pool is not None:
-            await pool.close()
+        opened = await self._apools.pop()
+        if opened is not None:
+            await opened.close()
 
     def close(self) -> None:
         """Close the pool this inbox opened (a pool you passed in stays open)."""

@@ -63,7 +63,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
 from ._per_loop import PerLoop
-from ._pg_deadline import Deadlines, connection_kwargs
+from ._pg_deadline import Deadlines, LoopPool, connection_kwargs
 from ._pg_fork import forget_pools_after_fork
 from ._url import redact_url
 
@@ -246,9 +246,7 @@ class PostgresStore:
         self._pool = pool
         self._own_pool = False
         self._apool = apool
-        self._apools: PerLoop[AsyncConnectionPool[Any]] = PerLoop(
-            AsyncConnectionPool.close, "a PostgreSQL pool"
-        )
+        self._apools: PerLoop[LoopPool] = PerLoop(LoopPool.close, "a PostgreSQL pool")
         self._sizes = (min_size, max_size)
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
@@ -474,9 +472,11 @@ class PostgresStore:
             return self._apool
         if self._conninfo is None:
             return None  # a sync pool only: run it in a worker thread
-        pool = self._apools.get()
-        if pool is None:
-            pool = AsyncConnectionPool(
+        opened = self._apools.get()
+        if opened is not None:
+            return opened.pool if opened.usable else await opened.ready()
+        opened = LoopPool(
+            AsyncConnectionPool(
                 self._conninfo,
                 min_size=self._sizes[0],
                 max_size=self._sizes[1],
@@ -485,9 +485,9 @@ class PostgresStore:
                 open=False,
                 name="service_webhooks",
             )
-            self._apools.add(pool)  # closed in this loop when it shuts down
-            await pool.open()
-        return pool
+        )
+        self._apools.add(opened)  # closed in this loop when it shuts down
+        return await opened.open(self._apools)
 
     def _aconnection(
         self, pool: AsyncConnectionPool[Any]
@@ -566,6 +566,6 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         """Close the asyncio pool this store opened for the running event loop."""
-        pool = await self._apools.pop()
-        if pool is not None:
-            await pool.close()
+        opened = await self._apools.pop()
+        if opened is not None:
+            await opened.close()

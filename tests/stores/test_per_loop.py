@@ -145,3 +145,54 @@ def test_a_value_is_closed_in_its_loop_at_shutdown_and_reopened_in_the_next() ->
     asyncio.run(use("fifth"))
     assert [value for value, _ in closed] == ["first", "second", "fifth"]
     assert values.forget() == []
+
+
+def test_a_loops_pool_has_its_connection_before_the_first_statement(pg_schema: str) -> None:
+    """The first statement of a loop found the pool still connecting, so the pool grew a
+    second connection in the background; a loop ending meanwhile cancelled that connect,
+    which psycopg_pool took for a failure and retried, and ``asyncio.run`` waited for
+    its task forever (1 run in 3 of 40 one-delivery loops hung). The pool is now ready
+    first: one statement at a time uses one connection, and nothing is left connecting."""
+    from service_webhooks.stores import PostgresStore
+
+    name = f"sw-test-{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(f"{PG_URL}?application_name={name}", table=f"{pg_schema}.keys")
+
+    async def connections_after_statements() -> int:
+        for index in range(3):
+            await store.aclaim(f"k-{index}", "t", 10)
+        await asyncio.sleep(0.3)  # time for a background connect to show
+        with psycopg.connect(PG_URL) as connection:
+            row = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    try:
+        assert asyncio.run(connections_after_statements()) == 1
+    finally:
+        store.close()
+
+
+def test_a_pool_that_cannot_connect_is_opened_again_by_the_next_call() -> None:
+    """psycopg_pool closes a pool whose first connection did not come in time: the next
+    call in the loop opens another (and times out again), not "the pool is closed"."""
+    from psycopg_pool import PoolTimeout
+
+    from service_webhooks.stores import PostgresStore
+
+    store = PostgresStore("postgresql://postgres@127.0.0.1:1/test", timeout=0.3)
+
+    async def twice() -> list[str]:
+        errors = []
+        for _ in range(2):
+            with pytest.raises(PoolTimeout) as raised:
+                await store.aclaim("k", "t", 10)
+            errors.append(str(raised.value))
+        return errors
+
+    try:
+        assert len(asyncio.run(twice())) == 2
+    finally:
+        store.close()
