@@ -196,7 +196,9 @@ def table(rows: list[Row]) -> str:
         floor_shown = "-" if floor is None else f"{floor:.2f}"
         if floor is not None and measured is not None:
             impossible = floor > target if comparison == "<=" else floor < target
-            if impossible:
+            if impossible and verdict == "met":  # below a floor: its hashes ran at once
+                note = f"{note}; met below the floor"
+            elif impossible:
                 note = f"{note}; target beyond the {'floor' if comparison == '<=' else 'ceiling'}"
         goal = f"{comparison} {target:.1f}x"
         lines.append(
