@@ -28,16 +28,19 @@ def _verify(ctx: click.Context, param: click.Parameter, path: Path | None) -> ss
     and those of ``path``.
 
     Raises:
-        click.BadParameter: ``path`` holds no PEM certificate OpenSSL can load.
+        click.BadParameter: ``path`` cannot be read or holds no PEM certificate OpenSSL
+            can load.
     """
     if path is None:
         return True
     context = ssl.create_default_context(cafile=certifi.where())
     try:
         context.load_verify_locations(cafile=path)
-    except (ssl.SSLError, ValueError) as error:
+    except (ssl.SSLError, ValueError, OSError) as error:  # OSError: unreadable
         raise click.BadParameter(
-            f"{path} holds no PEM CA certificate ({error})", ctx=ctx, param=param
+            f"{path} holds no PEM CA certificate that can be read ({error})",
+            ctx=ctx,
+            param=param,
         ) from None
     return context
 

@@ -125,10 +125,12 @@ def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
         if schema or _has_table(inbox):
             return inbox
     except Exception as error:  # the database is unreachable, refused, or not one
+        _close(inbox)
         raise cannot_open("inbox", store, error) from error
     where = path if path is not None else redact_url(text)
     table = getattr(inbox, "table", "inbox")
     if not create:
+        _close(inbox)  # refused: nothing else would close it before the exit
         raise click.ClickException(
             f"no inbox in {where}: it has no {table} table (pass the --store URL your "
             "receiver records into; a Django project keeps its inbox in its own database "
@@ -151,8 +153,14 @@ def _opened(store: str, *, schema: bool = False) -> Iterator[Inbox]:
     try:
         yield inbox
     finally:
-        close = getattr(inbox, "close", None)
-        if close is not None:
+        _close(inbox)
+
+
+def _close(inbox: Inbox) -> None:
+    """Close ``inbox`` if it can be closed (SQLite and PostgreSQL inboxes)."""
+    close = getattr(inbox, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):  # an error to report is on its way
             close()
 
 

@@ -234,7 +234,7 @@ def list_selection(params: Mapping[str, str], cursor: str | None) -> list[str]:
     if cursor:
         try:
             shown.append(f"older than {_when(from_micros(decode_cursor(cursor)[0]))}")
-        except ConfigurationError:  # an inbox of another kind, with cursors of its own
+        except (ConfigurationError, ValueError, OverflowError):  # another kind of inbox
             shown.append("older")
     return shown
 

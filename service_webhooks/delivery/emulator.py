@@ -407,6 +407,8 @@ class Emulator:
             self.on_attempt(entry)
         if self._virtual and delivery.state is DeliveryState.RETRYING and _in_flight(outcome):
             await self._hold_for_receiver(delivery)
+        elif self._held:  # not held now: a pause counted for it is of no more use
+            self._held.pop(delivery.id, None)
 
     async def _hold_for_receiver(self, delivery: Delivery) -> None:
         """Keep virtual time still for a while, in real time: the receiver is still

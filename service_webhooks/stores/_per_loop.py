@@ -58,8 +58,12 @@ class PerLoop(Generic[T]):
     def add(self, value: T) -> None:
         """Make ``value`` the running loop's, closed when that loop shuts down."""
         loop = asyncio.get_running_loop()
-        for ended in [other for other in self._open if other.is_closed()]:
-            _finish(self._open.pop(ended)[1])  # closed without shutting down: dropped
+        # list(): one step, where iterating the dict itself could meet another thread's
+        # loop adding or removing its entry (asgiref, a thread running loops in turn)
+        for ended in [other for other in list(self._open) if other.is_closed()]:
+            dropped = self._open.pop(ended, None)  # closed without shutting down
+            if dropped is not None:  # (unless another thread dropped it first)
+                _finish(dropped[1])
         closing = self._closing(loop, value)
         # first iteration now, in the loop: the loop's asyncgen hook registers it for
         # shutdown_asyncgens(); the body runs to its yield without suspending
@@ -89,7 +93,7 @@ class PerLoop(Generic[T]):
         finally:
             entry = self._open.get(loop)
             if entry is not None and entry[0] is value:  # neither popped nor dropped
-                del self._open[loop]
+                self._open.pop(loop, None)
                 try:
                     await self._close(value)
                 except Exception as error:  # the loop is ending: say it, do not raise

@@ -73,15 +73,19 @@ class LoopPool:
     task never ended, and ``asyncio.run`` waited for it forever (measured: 1 run in 3 of
     40 such loops hung). Nor may anyone take the first connection before the opener's
     wait sees it, or the wait times out and psycopg_pool closes the pool.
+
+    The opening runs in a task of its own, which every caller (the first one too)
+    awaits shielded: a caller cancelled meanwhile (its client went away, a timeout
+    around ``ahandle``) leaves it running, and the calls after it still wait for the
+    first connection (they were handed the pool at once, still connecting).
     """
 
-    __slots__ = ("_error", "_ready", "pool", "usable")
+    __slots__ = ("_opening", "pool", "usable")
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self.pool = pool
         self.usable = False  # its first connection was made: use it without waiting
-        self._ready = asyncio.Event()
-        self._error: PoolTimeout | None = None
+        self._opening: asyncio.Future[None] | None = None
 
     async def open(self, pools: PerLoop[LoopPool]) -> AsyncConnectionPool[Any]:
         """Open the pool, which ``pools`` holds for the running loop, and wait for its
@@ -92,31 +96,42 @@ class LoopPool:
                 closed the pool, so it is dropped from ``pools`` and the next call
                 opens another (the calls waiting meanwhile raise it too).
         """
+        self._opening = asyncio.ensure_future(self._open(pools))
+        self._opening.add_done_callback(_retrieved)  # every caller may have gone
+        return await self.ready()
+
+    async def _open(self, pools: PerLoop[LoopPool]) -> None:
         try:
             await self.pool.open(wait=True, timeout=self.pool.timeout)
-            self.usable = True
-        except PoolTimeout as error:
-            self._error = error
-            await pools.pop()
+        except PoolTimeout:
+            if pools.get() is self:  # not taken out (aclose) and replaced meanwhile
+                await pools.pop()
             raise
-        finally:
-            self._ready.set()
-        return self.pool
+        self.usable = True
 
     async def ready(self) -> AsyncConnectionPool[Any]:
-        """The pool, once :meth:`open` is done with it.
+        """The pool, once its first connection is made.
 
         Raises:
-            PoolTimeout: :meth:`open` timed out.
+            PoolTimeout: The opening timed out.
         """
-        await self._ready.wait()
-        if self._error is not None:
-            raise PoolTimeout(str(self._error))
+        if self._opening is not None:  # set by open() before anyone can see this
+            try:
+                await asyncio.shield(self._opening)
+            except PoolTimeout as error:  # one exception per caller, not one shared
+                raise PoolTimeout(str(error)) from None
         return self.pool
 
     async def close(self) -> None:
         """Close the pool (in its loop)."""
         await self.pool.close()
+
+
+def _retrieved(opening: asyncio.Future[None]) -> None:
+    """Mark an opening's failure seen: no "exception was never retrieved" when every
+    caller waiting for it was cancelled."""
+    if not opening.cancelled():
+        opening.exception()
 
 
 def connection_kwargs(

@@ -533,6 +533,25 @@ def test_the_commands_close_the_inbox_they_opened_when_they_fail_too(
     assert all(is_closed(connection) for connection in connections)
 
 
+def test_a_postgres_database_without_the_inbox_table_is_closed_when_refused(
+    postgres_url: str,
+) -> None:
+    # "no inbox in ...: it has no ... table" left the inbox's pool, its connection and
+    # its threads, open to the interpreter's exit
+    import psycopg
+
+    name = f"sw-test-{uuid.uuid4().hex[:8]}"
+    table = f"sw_missing_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in postgres_url else "?"
+    store = f"{postgres_url}{sep}application_name={name}&inbox_table={table}"
+    run("list", "--store", store, code=1)
+    with psycopg.connect(postgres_url) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+        ).fetchone()
+    assert row == (0,)
+
+
 # --- serve (uvicorn.run recorded: no server is ever started) ------------------------
 
 

@@ -6,7 +6,10 @@ loop leaves no connections behind and keeps working."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import NoReturn
@@ -196,3 +199,78 @@ def test_a_pool_that_cannot_connect_is_opened_again_by_the_next_call() -> None:
         assert len(asyncio.run(twice())) == 2
     finally:
         store.close()
+
+
+def test_a_cancelled_first_call_leaves_the_next_waiting_for_the_first_connection() -> None:
+    """The first call in a loop, cancelled while the pool made its first connection (its
+    client went away, a timeout around ``ahandle``), left the pool marked opened: the
+    calls after it were handed a pool still connecting, the state whose background
+    connects could hang ``asyncio.run``. They now wait for the opening, which the
+    cancelled call left running."""
+    from psycopg_pool import PoolTimeout
+
+    from service_webhooks.stores import PostgresStore
+
+    silent = socket.socket()  # accepts connections (the kernel does) but never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/test", timeout=0.5)
+
+    async def after_a_cancelled_first_call() -> None:
+        first = asyncio.create_task(store.aclaim("k", "t", 10))
+        await asyncio.sleep(0.1)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        try:
+            await store._async_pool()
+            waited = False  # before: the pool at once, still connecting
+        except PoolTimeout:  # the opening's wait, which the cancel left running
+            waited = True
+        finally:  # a loop ending while its pool connects to a silent server never ends
+            await store.aclose()
+        assert waited
+
+    try:
+        asyncio.run(after_a_cancelled_first_call())
+    finally:
+        store.close()
+        silent.close()
+
+
+def test_a_loop_another_thread_adds_during_the_sweep_of_closed_loops() -> None:
+    """Threads running loops of their own (asgiref, a sync view's ``asyncio.run``) share
+    one store: a thread's first use sweeps the entries of closed loops while another
+    thread adds its own, which raised "dictionary changed size during iteration"."""
+
+    async def close(value: str) -> None:
+        pass
+
+    values: PerLoop[str] = PerLoop(close, "a value")
+    others: list[asyncio.AbstractEventLoop] = []
+    swept: list[bool] = []
+
+    async def use(value: str) -> None:
+        values.add(value)
+
+    def other_thread() -> None:
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(use("other"))  # still open: its entry stays
+        others.append(loop)
+
+    class Swept:
+        """A loop of this sweep, during whose check another thread adds its own."""
+
+        def is_closed(self) -> bool:
+            if not swept:  # once: the other thread's own sweep checks this one too
+                swept.append(True)
+                other = threading.Thread(target=other_thread)
+                other.start()
+                other.join()
+            return False
+
+    values._open[Swept()] = ("swept", None)  # type: ignore[index, assignment]
+    asyncio.run(use("this"))  # before: RuntimeError
+    assert len(others) == 1
+    others[0].close()
