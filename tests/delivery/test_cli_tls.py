@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sw_tls import self_signed
 
 from service_webhooks import MemoryStore, WebhookReceiver
 from service_webhooks.adapters.asgi import WebhookApp
@@ -30,18 +31,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 (its own CA) and its key."""
-    folder = tmp_path_factory.mktemp("tls")
-    key, cert = folder / "key.pem", folder / "cert.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return key, cert
+    return self_signed(tmp_path_factory.mktemp("tls"), "127.0.0.1", "IP:127.0.0.1")
 
 
 @pytest.fixture(scope="module")

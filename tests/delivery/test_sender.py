@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sw_tls
 
 from service_webhooks import SIGNATURE_HEADER, Secret, verify
 from service_webhooks._exceptions import ConfigurationError
@@ -201,31 +201,7 @@ async def test_https_to_an_http_server_is_a_temporary_mismatch(
 
 @pytest.fixture(scope="module")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tls")
-    key, cert = folder / "key.pem", folder / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-subj",
-            "/CN=receiver.test",
-            "-addext",
-            "subjectAltName=DNS:receiver.test",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return key, cert
+    return sw_tls.self_signed(tmp_path_factory.mktemp("tls"), "receiver.test", "DNS:receiver.test")
 
 
 @pytest.fixture(scope="module")

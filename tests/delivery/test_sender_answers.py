@@ -10,12 +10,12 @@ import logging
 import socket
 import ssl
 import struct
-import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sw_tls import self_signed
 
 from service_webhooks.delivery import Failure, Result, StaticResolver
 
@@ -225,18 +225,7 @@ async def test_a_status_sent_before_the_body_was_read_counts_despite_a_reset(
 
 @pytest.fixture(scope="module")
 def receiver_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tls-pool")
-    key, cert = folder / "key.pem", folder / "cert.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=receiver.test"),
-            *("-addext", "subjectAltName=DNS:receiver.test"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return key, cert
+    return self_signed(tmp_path_factory.mktemp("tls-pool"), "receiver.test", "DNS:receiver.test")
 
 
 @pytest.fixture(scope="module")
