@@ -20,12 +20,16 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from sw_services import POSTGRES_URL
 
 from service_webhooks.stores import IdempotencyStore, MemoryStore, SQLiteStore
+
+if TYPE_CHECKING:
+    import psycopg
+    import redis
 
 
 def _memory(request: pytest.FixtureRequest) -> IdempotencyStore:
@@ -79,6 +83,40 @@ def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
 
     request.addfinalizer(clean)
     return store
+
+
+@pytest.fixture
+def redis_client(unavailable: Callable[[str, str], NoReturn]) -> Iterator[redis.Redis]:
+    """A client of the tests' Redis (``REDIS_URL``); skips (or fails) when it does not
+    answer."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        client.close()
+        unavailable(f"Redis at {REDIS_URL}", type(error).__name__)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def admin(postgres_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """An autocommit connection to the tests' PostgreSQL database."""
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True, connect_timeout=2) as connection:
+        yield connection
+
+
+@pytest.fixture
+def schema(admin: psycopg.Connection[tuple[object, ...]]) -> Iterator[str]:
+    """A new schema of that database, dropped with everything in it afterwards."""
+    name = f"sw_test_{uuid.uuid4().hex[:12]}"
+    admin.execute(f"CREATE SCHEMA {name}")
+    yield name
+    admin.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def require_postgres(request: pytest.FixtureRequest) -> None:

@@ -11,10 +11,9 @@ import gc
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from typing import NoReturn
 
 import pytest
+from sw_services import POSTGRES_URL
 
 from service_webhooks import WebhookReceiver, sign
 
@@ -26,35 +25,9 @@ import redis
 from service_webhooks.stores._per_loop import PerLoop
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SECRET = "whsec-loops"
 ORG = "o-1"
 pytestmark = pytest.mark.services
-
-
-@pytest.fixture
-def redis_client(unavailable: Callable[[str, str], NoReturn]) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        client.close()
-        unavailable(f"Redis at {REDIS_URL}", type(error).__name__)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def pg_schema(unavailable: Callable[[str, str], NoReturn]) -> Iterator[str]:
-    try:
-        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=2)
-    except psycopg.Error as error:
-        unavailable(f"PostgreSQL at {PG_URL}", type(error).__name__)
-    name = f"sw_test_{uuid.uuid4().hex[:12]}"
-    with admin:
-        admin.execute(f"CREATE SCHEMA {name}")
-        yield name
-        admin.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def _deliver_in_new_loops(receiver: WebhookReceiver, loops: int) -> None:
@@ -92,24 +65,36 @@ def test_a_redis_stores_clients_close_with_their_loops(redis_client: redis.Redis
             redis_client.delete(*keys)
 
 
-def test_a_postgres_stores_and_inboxs_pools_close_with_their_loops(pg_schema: str) -> None:
+Admin = psycopg.Connection[tuple[object, ...]]
+
+
+def _connections_named(admin: Admin, name: str) -> int:
+    """Connections open on the server whose ``application_name`` is ``name``."""
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+    ).fetchone()
+    assert row is not None
+    count = row[0]
+    assert isinstance(count, int)
+    return count
+
+
+def test_a_postgres_stores_and_inboxs_pools_close_with_their_loops(
+    admin: Admin, schema: str
+) -> None:
     name = f"sw-test-{uuid.uuid4().hex[:8]}"
     receiver = WebhookReceiver(
         SECRET,
-        store=f"{PG_URL}?application_name={name}&table={pg_schema}.keys",
+        store=f"{POSTGRES_URL}?application_name={name}&table={schema}.keys",
         inbox=True,
     )
     try:
         _deliver_in_new_loops(receiver, 3)
-        with psycopg.connect(PG_URL) as connection:
-            row = connection.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
-            ).fetchone()
+        left = _connections_named(admin, name)
         receiver.close()  # the sync pools (schema creation)
         # before: two asyncio connections per finished loop stayed open (store and
         # inbox), until the process exited
-        assert row is not None
-        assert row[0] <= 2
+        assert left <= 2
     finally:
         receiver.close()
 
@@ -150,7 +135,9 @@ def test_a_value_is_closed_in_its_loop_at_shutdown_and_reopened_in_the_next() ->
     assert values.forget() == []
 
 
-def test_a_loops_pool_has_its_connection_before_the_first_statement(pg_schema: str) -> None:
+def test_a_loops_pool_has_its_connection_before_the_first_statement(
+    admin: Admin, schema: str
+) -> None:
     """The first statement of a loop found the pool still connecting, so the pool grew a
     second connection in the background; a loop ending meanwhile cancelled that connect,
     which psycopg_pool took for a failure and retried, and ``asyncio.run`` waited for
@@ -159,18 +146,13 @@ def test_a_loops_pool_has_its_connection_before_the_first_statement(pg_schema: s
     from service_webhooks.stores import PostgresStore
 
     name = f"sw-test-{uuid.uuid4().hex[:8]}"
-    store = PostgresStore(f"{PG_URL}?application_name={name}", table=f"{pg_schema}.keys")
+    store = PostgresStore(f"{POSTGRES_URL}?application_name={name}", table=f"{schema}.keys")
 
     async def connections_after_statements() -> int:
         for index in range(3):
             await store.aclaim(f"k-{index}", "t", 10)
         await asyncio.sleep(0.3)  # time for a background connect to show
-        with psycopg.connect(PG_URL) as connection:
-            row = connection.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
+        return _connections_named(admin, name)
 
     try:
         assert asyncio.run(connections_after_statements()) == 1

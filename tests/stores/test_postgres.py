@@ -11,11 +11,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sw_forking import beside_a_child
+from sw_services import POSTGRES_URL
 
 from service_webhooks import WebhookReceiver
 from service_webhooks._exceptions import ConfigurationError
@@ -33,28 +34,8 @@ from service_webhooks.stores._postgres import (
 )
 
 Admin = psycopg.Connection[tuple[object, ...]]
-URL = "postgresql://postgres@127.0.0.1:5432/test"
+URL = POSTGRES_URL
 pytestmark = pytest.mark.services
-
-
-@pytest.fixture
-def admin(
-    unavailable: Callable[[str, str], NoReturn],
-) -> Iterator[Admin]:
-    try:
-        connection = psycopg.connect(URL, autocommit=True, connect_timeout=2)
-    except psycopg.Error as error:
-        unavailable(f"PostgreSQL at {URL}", type(error).__name__)
-    with connection:
-        yield connection
-
-
-@pytest.fixture
-def schema(admin: Admin) -> Iterator[str]:
-    name = f"sw_test_{uuid.uuid4().hex[:12]}"
-    admin.execute(f"CREATE SCHEMA {name}")
-    yield name
-    admin.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def test_schema_sql_is_the_default_tables_ddl(admin: Admin, schema: str) -> None:

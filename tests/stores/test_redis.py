@@ -9,7 +9,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
@@ -28,15 +28,8 @@ pytestmark = pytest.mark.services
 
 
 @pytest.fixture
-def client(unavailable: Callable[[str, str], NoReturn]) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        client.close()
-        unavailable(f"Redis at {URL}", type(error).__name__)
-    yield client
-    client.close()
+def client(redis_client: redis.Redis) -> redis.Redis:
+    return redis_client
 
 
 @pytest.fixture
