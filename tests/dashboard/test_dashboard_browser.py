@@ -273,6 +273,16 @@ def _contrast(first: str, second: str) -> float:
     return (light + 0.05) / (dark + 0.05)
 
 
+def _in_both_schemes(driver: Any) -> Iterator[str]:
+    """``"light"``, then ``"dark"``: the browser reports that colour scheme meanwhile."""
+    for scheme in ("light", "dark"):
+        driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+        )
+        yield scheme
+
+
 def _detail_urls(driver: Any, base: str) -> list[str]:
     from selenium.webdriver.common.by import By
 
@@ -386,11 +396,7 @@ def test_status_colours_and_the_focus_ring_have_enough_contrast(
     base, _, _ = server
     driver = chrome()
     authorize_browser(driver)
-    for scheme in ("light", "dark"):
-        driver.execute_cdp_cmd(
-            "Emulation.setEmulatedMedia",
-            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
-        )
+    for scheme in _in_both_schemes(driver):
         for path in ("/", "/overview"):
             driver.get(base + path)
             badges = driver.find_elements(By.CSS_SELECTOR, ".badge")
@@ -428,11 +434,7 @@ def test_the_chart_tells_failures_by_more_than_colour_and_shows_its_numbers(
     base, _, _ = server
     driver = chrome()
     authorize_browser(driver)
-    for scheme in ("light", "dark"):
-        driver.execute_cdp_cmd(
-            "Emulation.setEmulatedMedia",
-            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
-        )
+    for scheme in _in_both_schemes(driver):
         driver.get(base + "/overview")
         bars = [
             bar
