@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from sw_closing import is_closed
 
 from service_webhooks import WebhookReceiver, sign
 from service_webhooks.cli import main
@@ -503,14 +504,6 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
 
     monkeypatch.setattr(sqlite_inbox, "connect", connect)
     return opened
-
-
-def is_closed(connection: sqlite3.Connection) -> bool:
-    try:
-        connection.execute("SELECT 1")
-    except sqlite3.ProgrammingError:
-        return True
-    return False
 
 
 def test_the_commands_close_the_inbox_they_opened_when_they_fail_too(

@@ -24,6 +24,7 @@ import httpx
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from sw_closing import is_closed
 
 from service_webhooks import SIGNATURE_HEADER, Event, WebhookReceiver, sign
 from service_webhooks.cli import main
@@ -161,14 +162,6 @@ def test_readable_mode_prints_a_line_per_event(fake_server: type[FakeServer]) ->
     )
 
 
-def _is_closed(connection: sqlite3.Connection) -> bool:
-    try:
-        connection.execute("SELECT 1")
-    except sqlite3.ProgrammingError:
-        return True
-    return False
-
-
 def test_the_lifespan_shutdown_closes_the_receiver(
     fake_server: type[FakeServer], tmp_path: Path
 ) -> None:
@@ -183,7 +176,7 @@ def test_the_lifespan_shutdown_closes_the_receiver(
         receiver = app.webhooks.receiver
         opened.extend([*receiver.store._connections, *receiver.inbox._connections])
         assert opened
-        assert not any(_is_closed(connection) for connection in opened)
+        assert not any(is_closed(connection) for connection in opened)
 
     FakeServer.script = lambda app: answers.extend(
         asyncio.run(lifespan_around(app, lambda: deliver(app)))
@@ -194,7 +187,7 @@ def test_the_lifespan_shutdown_closes_the_receiver(
     )
     assert result.exit_code == 0, result.output
     assert answers == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    assert all(_is_closed(connection) for connection in opened)
+    assert all(is_closed(connection) for connection in opened)
 
 
 def test_path_must_start_with_a_slash(fake_server: type[FakeServer]) -> None:

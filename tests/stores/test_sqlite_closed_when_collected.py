@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sw_closing import is_closed
 
 from service_webhooks import WebhookReceiver, sign
 from service_webhooks.inbox import SQLiteInbox
@@ -35,14 +36,6 @@ NOTE = (
     b'{"eventName":"note.created","version":1,"organizationId":"o-UNCLOSED-na1",'
     b'"data":{"id":"n-1","author":"a@example.com","text":"hi"}}'
 )
-
-
-def _is_closed(connection: sqlite3.Connection) -> bool:
-    try:
-        connection.execute("SELECT 1")
-    except sqlite3.ProgrammingError:
-        return True
-    return False
 
 
 def _in_a_thread(work: object) -> None:
@@ -69,7 +62,7 @@ def test_a_dropped_store_closes_the_connections_of_every_thread(tmp_path: Path) 
         assert len(connections) == 2
         del store
         gc.collect()
-        assert all(_is_closed(connection) for connection in connections)
+        assert all(is_closed(connection) for connection in connections)
     finally:
         stop.set()
         thread.join()
@@ -83,7 +76,7 @@ def test_a_store_closed_then_used_again_still_closes_when_dropped(tmp_path: Path
     [connection] = store._connections
     del store
     gc.collect()
-    assert _is_closed(connection)
+    assert is_closed(connection)
 
 
 def test_a_dropped_inbox_closes_its_connections(tmp_path: Path) -> None:
@@ -96,7 +89,7 @@ def test_a_dropped_inbox_closes_its_connections(tmp_path: Path) -> None:
     assert connections
     del inbox
     gc.collect()
-    assert all(_is_closed(connection) for connection in connections)
+    assert all(is_closed(connection) for connection in connections)
 
 
 @pytest.mark.filterwarnings("error")
@@ -110,7 +103,7 @@ def test_a_dropped_receiver_closes_its_sqlite_inbox(tmp_path: Path) -> None:
     assert connections
     del receiver, inbox
     gc.collect()
-    assert all(_is_closed(connection) for connection in connections)
+    assert all(is_closed(connection) for connection in connections)
 
 
 def _in_threads(count: int, work: Callable[[int], sqlite3.Connection]) -> list[sqlite3.Connection]:
@@ -130,7 +123,7 @@ def test_a_store_closes_the_connection_of_a_thread_that_ended(tmp_path: Path) ->
 
     used = _in_threads(20, claim)
     assert len(set(map(id, used))) == 20
-    assert all(_is_closed(connection) for connection in used)
+    assert all(is_closed(connection) for connection in used)
     assert store._connections == []
     store.claim("main", "a", 60)  # the threads that live keep theirs
     assert len(store._connections) == 1
@@ -152,7 +145,7 @@ def test_a_store_still_closes_the_connections_of_threads_that_live(tmp_path: Pat
         opened.wait()
         [connection] = store._connections
         store.close()
-        assert _is_closed(connection)
+        assert is_closed(connection)
         assert store._connections == []
     finally:
         stop.set()
@@ -168,7 +161,7 @@ def test_an_inbox_closes_the_connection_of_a_thread_that_ended(tmp_path: Path) -
 
     used = _in_threads(20, search)
     assert len(set(map(id, used))) == 20
-    assert all(_is_closed(connection) for connection in used)
+    assert all(is_closed(connection) for connection in used)
     assert inbox._connections == []
     inbox.close()
 
