@@ -53,6 +53,7 @@ from service_webhooks.delivery import (
     VirtualClock,
     sample_event_for,
 )
+from service_webhooks.delivery.classification import receiver_reason
 from service_webhooks.delivery.endpoint import (
     DEFAULT_ORGANIZATION,
     SUBCATEGORY_EVENTS,
@@ -113,20 +114,9 @@ def _common(function: Any) -> Any:
     return function
 
 
-def _receiver_reason(response: str) -> str | None:
-    """The ``reason`` of a service-webhooks receiver's answer (``processed``,
-    ``duplicate``, ``unhandled``, ``signature``...), or ``None`` for another body."""
-    try:
-        answer = json.loads(response)
-    except ValueError:
-        return None
-    reason = answer.get("reason") if isinstance(answer, dict) else None
-    return reason if isinstance(reason, str) and reason else None
-
-
 def _attempt_line(console: Console, entry: AuditEntry, queued_at: float) -> None:
     style = _STYLES[entry.result]
-    reason = _receiver_reason(entry.response)
+    reason = receiver_reason(entry.response)
     said = f" [bold]{literal(reason)}[/bold]" if reason else ""
     console.print(
         f"#{entry.attempt:<3} {_offset(entry.attempted_at - queued_at)} "

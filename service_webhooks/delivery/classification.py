@@ -22,6 +22,7 @@ Everything here is pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "classify_failure",
     "classify_status",
     "describe_status",
+    "receiver_reason",
 ]
 
 RETRIED_STATUSES = frozenset({302, 303, 307, 429})
@@ -108,3 +110,16 @@ def describe_status(status: int) -> str:
     if 300 <= status <= 399:
         return f"HTTP {status}: permanent failure (redirects are not followed)"
     return f"HTTP {status}: permanent failure, not retried"
+
+
+def receiver_reason(response: str) -> str | None:
+    """The ``reason`` of a service-webhooks receiver's JSON answer (``processed``,
+    ``duplicate``, ``in_flight``, ``signature``...), or ``None`` for another body. Never
+    part of the classification (the service reads only the status): for what the
+    emulator and the CLI say and wait for."""
+    try:
+        answer = json.loads(response)
+    except ValueError:
+        return None
+    reason = answer.get("reason") if isinstance(answer, dict) else None
+    return reason if isinstance(reason, str) and reason else None

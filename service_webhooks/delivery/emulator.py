@@ -36,7 +36,6 @@ import asyncio
 import collections
 import heapq
 import itertools
-import json
 import math
 import random
 import statistics
@@ -47,7 +46,7 @@ from enum import StrEnum
 
 from .._exceptions import ConfigurationError
 from .audit import AuditEntry, AuditLog, DeadEvent, FailureNotification
-from .classification import Result
+from .classification import Result, receiver_reason
 from .clock import Clock, SystemClock
 from .endpoint import Endpoint, OutboundEvent
 from .ratelimit import RateLimiter, delivery_keys
@@ -407,7 +406,7 @@ class Emulator:
             self.on_attempt(entry)
         if self._virtual and delivery.state is DeliveryState.RETRYING and _in_flight(outcome):
             await self._hold_for_receiver(delivery)
-        elif self._held:  # not held now: a pause counted for it is of no more use
+        elif self._held and delivery.state is not DeliveryState.RETRYING:  # it ended
             self._held.pop(delivery.id, None)
 
     async def _hold_for_receiver(self, delivery: Delivery) -> None:
@@ -419,7 +418,7 @@ class Emulator:
         :attr:`Sender.linger_limit` real seconds in all for the delivery."""
         streak = 0
         for entry in reversed(delivery.attempts):
-            if entry.status != 503 or _receiver_reason(entry.response) != "in_flight":
+            if entry.status != 503 or receiver_reason(entry.response) != "in_flight":
                 break
             streak += 1
         held = self._held.get(delivery.id, 0.0)
@@ -430,6 +429,7 @@ class Emulator:
 
     def _die(self, delivery: Delivery, now: float) -> None:
         delivery.state, delivery.finished_at, delivery.retry_at = DeliveryState.DEAD, now, None
+        self._held.pop(delivery.id, None)
         last = delivery.attempts[-1].description if delivery.attempts else ""
         dead = DeadEvent(
             endpoint_id=delivery.endpoint.id,
@@ -473,16 +473,6 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def _receiver_reason(response: str) -> str | None:
-    """The ``reason`` of a service-webhooks receiver's JSON answer, else ``None``."""
-    try:
-        answer = json.loads(response)
-    except ValueError:
-        return None
-    reason = answer.get("reason") if isinstance(answer, dict) else None
-    return reason if isinstance(reason, str) else None
-
-
 def _in_flight(outcome: AttemptResult) -> bool:
     """A 503 ``in_flight``: the receiver is still handling an earlier attempt."""
-    return outcome.status == 503 and _receiver_reason(outcome.response_snippet) == "in_flight"
+    return outcome.status == 503 and receiver_reason(outcome.response_snippet) == "in_flight"
