@@ -34,8 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..stores._per_loop import PerLoop
-from ..stores._pg_deadline import Deadlines, LoopPool, connection_kwargs
+from ..stores._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ..stores._pg_fork import forget_pools_after_fork
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
 from ..stores._url import redact_url
@@ -210,7 +209,7 @@ class PostgresInbox(SQLInbox):
         self._prune_every = prune_every
         self._size_total_found = False
         self._lock = threading.Lock()
-        self._apools: PerLoop[LoopPool] = PerLoop(LoopPool.close, "the inbox's PostgreSQL pool")
+        self._apools = LoopPools(self._new_apool, "the inbox's PostgreSQL pool")
         forget_pools_after_fork(self)  # gunicorn --preload, Celery's prefork pool
         super().__init__()
 
@@ -402,25 +401,23 @@ class PostgresInbox(SQLInbox):
 
     # -- async: recording and reading one record on the event loop ----------------------
 
+    def _new_apool(self) -> AsyncConnectionPool[Any]:
+        """A new, unopened asyncio pool (one per event loop: see :class:`LoopPools`)."""
+        assert self._conninfo is not None  # without one, _async_pool asks for none
+        return AsyncConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._max_size,
+            timeout=self._timeout,
+            kwargs=self._kwargs,
+            open=False,
+            name="service_webhooks_inbox",
+        )
+
     async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._conninfo is None:
             return None  # a sync pool only: run it in a worker thread
-        opened = self._apools.get()
-        if opened is not None:
-            return opened.pool if opened.usable else await opened.ready()
-        opened = LoopPool(
-            AsyncConnectionPool(
-                self._conninfo,
-                min_size=1,
-                max_size=self._max_size,
-                timeout=self._timeout,
-                kwargs=self._kwargs,
-                open=False,
-                name="service_webhooks_inbox",
-            )
-        )
-        self._apools.add(opened)  # closed in this loop when it shuts down
-        return await opened.open(self._apools)
+        return await self._apools.get()
 
     async def _arun(
         self, pool: AsyncConnectionPool[Any], statement: str, params: Sequence[Any]
@@ -458,9 +455,7 @@ class PostgresInbox(SQLInbox):
 
     async def aclose(self) -> None:
         """Close the asyncio pool this inbox opened for the running event loop."""
-        opened = await self._apools.pop()
-        if opened is not None:
-            await opened.close()
+        await self._apools.aclose()
 
     def close(self) -> None:
         """Close the pool this inbox opened (a pool you passed in stays open)."""

@@ -57,7 +57,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from ._per_loop import PerLoop
 
-__all__ = ["Deadlines", "LoopPool", "connection_kwargs"]
+__all__ = ["Deadlines", "LoopPools", "connection_kwargs"]
 
 
 class LoopPool:
@@ -125,6 +125,48 @@ class LoopPool:
     async def close(self) -> None:
         """Close the pool (in its loop)."""
         await self.pool.close()
+
+
+class LoopPools:
+    """The asyncio pool of each event loop for one store or inbox: made by ``make`` on
+    the loop's first call, ready once its first connection is (see :class:`LoopPool`),
+    and closed in that loop when it shuts down (see :class:`PerLoop`) or by
+    :meth:`aclose`.
+
+    Args:
+        make: A new, unopened pool (``open=False``).
+        what: Names the pools in a log line when closing one fails.
+    """
+
+    __slots__ = ("_loops", "_make")
+
+    def __init__(self, make: Callable[[], AsyncConnectionPool[Any]], what: str) -> None:
+        self._make = make
+        self._loops: PerLoop[LoopPool] = PerLoop(LoopPool.close, what)
+
+    async def get(self) -> AsyncConnectionPool[Any]:
+        """The running loop's pool, opened and with its first connection made.
+
+        Raises:
+            PoolTimeout: No connection within the pool's ``timeout`` (see
+                :meth:`LoopPool.open`).
+        """
+        opened = self._loops.get()
+        if opened is not None:
+            return opened.pool if opened.usable else await opened.ready()
+        opened = LoopPool(self._make())
+        self._loops.add(opened)  # closed in this loop when it shuts down
+        return await opened.open(self._loops)
+
+    async def aclose(self) -> None:
+        """Close the running loop's pool, if it has one (the next call opens another)."""
+        opened = await self._loops.pop()
+        if opened is not None:
+            await opened.close()
+
+    def forget(self) -> list[Any]:
+        """Drop every loop's pool without closing it (see :meth:`PerLoop.forget`)."""
+        return self._loops.forget()
 
 
 def _retrieved(opening: asyncio.Future[None]) -> None:

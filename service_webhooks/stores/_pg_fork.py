@@ -17,7 +17,7 @@ import threading
 import weakref
 from typing import Any, Protocol
 
-from ._per_loop import PerLoop
+from ._pg_deadline import LoopPools
 
 __all__ = ["forget_pools_after_fork"]
 
@@ -26,7 +26,7 @@ class _PoolOwner(Protocol):
     _lock: threading.Lock
     _pool: Any
     _own_pool: bool
-    _apools: PerLoop[Any]
+    _apools: LoopPools
 
 
 _OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()

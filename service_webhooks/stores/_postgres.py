@@ -62,8 +62,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from ._base import ClaimState
-from ._per_loop import PerLoop
-from ._pg_deadline import Deadlines, LoopPool, connection_kwargs
+from ._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ._pg_fork import forget_pools_after_fork
 from ._url import redact_url
 
@@ -246,7 +245,7 @@ class PostgresStore:
         self._pool = pool
         self._own_pool = False
         self._apool = apool
-        self._apools: PerLoop[LoopPool] = PerLoop(LoopPool.close, "a PostgreSQL pool")
+        self._apools = LoopPools(self._new_apool, "a PostgreSQL pool")
         self._sizes = (min_size, max_size)
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
@@ -467,27 +466,25 @@ class PostgresStore:
 
     # -- async ------------------------------------------------------------------------
 
+    def _new_apool(self) -> AsyncConnectionPool[Any]:
+        """A new, unopened asyncio pool (one per event loop: see :class:`LoopPools`)."""
+        assert self._conninfo is not None  # without one, _async_pool asks for none
+        return AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._sizes[0],
+            max_size=self._sizes[1],
+            timeout=self._timeout,
+            kwargs=self._kwargs,
+            open=False,
+            name="service_webhooks",
+        )
+
     async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._apool is not None:
             return self._apool
         if self._conninfo is None:
             return None  # a sync pool only: run it in a worker thread
-        opened = self._apools.get()
-        if opened is not None:
-            return opened.pool if opened.usable else await opened.ready()
-        opened = LoopPool(
-            AsyncConnectionPool(
-                self._conninfo,
-                min_size=self._sizes[0],
-                max_size=self._sizes[1],
-                timeout=self._timeout,
-                kwargs=self._kwargs,
-                open=False,
-                name="service_webhooks",
-            )
-        )
-        self._apools.add(opened)  # closed in this loop when it shuts down
-        return await opened.open(self._apools)
+        return await self._apools.get()
 
     def _aconnection(
         self, pool: AsyncConnectionPool[Any]
@@ -566,6 +563,4 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         """Close the asyncio pool this store opened for the running event loop."""
-        opened = await self._apools.pop()
-        if opened is not None:
-            await opened.close()
+        await self._apools.aclose()
