@@ -220,7 +220,13 @@ def configured_secret(value: object) -> Secret:
     return secret
 
 
-def _to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
+def to_secrets(value: SecretLike | Sequence[SecretLike]) -> tuple[Secret, ...]:
+    """One secret or a sequence of them as :class:`Secret` objects, newest first.
+
+    Raises:
+        ConfigurationError: A value :func:`configured_secret` refuses, an empty
+            sequence, or something else than a secret or a sequence of them.
+    """
     if isinstance(value, (str, bytes, Secret)):
         value = [value]
     if not isinstance(value, Sequence):
@@ -273,7 +279,7 @@ class _Callable:
         found = self._function(organization_id)
         if found is None:
             return None
-        return _to_secrets(found)
+        return to_secrets(found)
 
     def __repr__(self) -> str:
         # never the callable's repr: a partial or a closure may hold secrets
@@ -300,11 +306,11 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
             ``async def`` or cannot take the organization ID as its one argument.
     """
     if isinstance(config, (str, bytes, Secret)):
-        return _Static(_to_secrets(config))
+        return _Static(to_secrets(config))
     if isinstance(config, Mapping):
         if not config:
             raise ConfigurationError("the organization -> secrets mapping is empty")
-        table = {str(org): _to_secrets(value) for org, value in config.items()}
+        table = {str(org): to_secrets(value) for org, value in config.items()}
         for organization_id in table:
             if not signable_organization(organization_id):  # no header's o is ever it
                 raise ConfigurationError(
@@ -313,7 +319,7 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
                 )
         return _PerOrganization(table)
     if isinstance(config, Sequence):
-        return _Static(_to_secrets(config))
+        return _Static(to_secrets(config))
     if callable(config):
         from ._dispatch import check_plain_callable  # the dispatcher's own check, shared
 

@@ -180,14 +180,23 @@ class Unprocessable(WebhookError):
 
     Args:
         message: Shown in logs; keep secrets and personal data out of it.
-        status: A 4xx status other than 429 (the service retries 429, spec §7).
+        status: A 4xx status other than 429 (the service retries 429, spec §7), as an
+            ``int`` (an :class:`http.HTTPStatus` too).
+
+    Raises:
+        ConfigurationError: ``status`` is not an ``int`` (a ``float`` such as ``422.0``,
+            a ``bool``, a ``str``), not 4xx, or 429.
     """
 
     status = 422
     reason = "unprocessable"
 
     def __init__(self, message: str = "event cannot be processed", *, status: int = 422) -> None:
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise ConfigurationError(
+                f"Unprocessable status must be an int, a 4xx but 429, not {type(status).__name__}"
+            )
         if not 400 <= status <= 499 or status == 429:
             raise ConfigurationError(f"Unprocessable status must be a 4xx but 429, got {status}")
         super().__init__(message)
-        self.status = status
+        self.status = int(status)  # an HTTPStatus member: the plain number

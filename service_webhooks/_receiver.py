@@ -49,7 +49,7 @@ from typing import Any, Self, TypeAlias, TypeVar, cast
 
 import msgspec
 
-from . import _recording
+from . import _idempotency, _recording
 from ._credentials import SecretsConfig, _Static, as_resolver
 from ._dispatch import Registration, Router, arun, check_plain_callable, run
 from ._envelope import MAX_BODY_SIZE, Envelope, decode_checked
@@ -78,7 +78,6 @@ from ._idempotency import (
     default_idempotency_key,
     guard,
     guard_release,
-    new_token,
     open_store,
     release_later,
     store_failed,
@@ -664,8 +663,9 @@ class WebhookReceiver:
 
         Raises:
             TypeError: ``body`` is not ``bytes`` (a ``str`` is an already decoded
-                body, whose exact bytes the signature covers), or ``signature`` is not
-                the header's value.
+                body, whose exact bytes the signature covers; a ``bytearray`` or
+                ``memoryview``: pass ``bytes(body)``), whatever the signature header,
+                or ``signature`` is not the header's value.
         """
         try:
             if self._recorder is not None:  # inbox: record the answer before returning it
@@ -889,6 +889,8 @@ class WebhookReceiver:
         self, method: str, body: bytes, signature: str | bytes | None
     ) -> SignatureHeader:
         """The request-line rule (405, 413) and a well-formed signature header (401)."""
+        if type(body) is not bytes:  # a str, bytearray…: TypeError before any answer
+            require_body_bytes(body)
         error = _request_line_error(method, len(body), self.max_body_size)
         if error is not None:
             raise error
@@ -995,7 +997,7 @@ class WebhookReceiver:
                     error, started, organization_id, event.name, event.version, error_type
                 )
             event = msgspec.structs.replace(event, idempotency_key=custom)
-        return _Plan(event, handlers, new_token())
+        return _Plan(event, handlers, _idempotency.new_token())
 
     @staticmethod
     def _custom_key(function: KeyFunction, event: Event[Any]) -> str:

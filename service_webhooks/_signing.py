@@ -38,11 +38,11 @@ import time
 from collections.abc import Sequence
 from hmac import compare_digest
 from math import floor
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
-from ._credentials import Secret, SecretLike, SecretResolver, signable_organization
+from ._credentials import Secret, SecretLike, SecretResolver, signable_organization, to_secrets
 from ._exceptions import (
     ConfigurationError,
     SignatureFormatError,
@@ -316,7 +316,7 @@ def _decode_v(v: str) -> bytes | None:
 def verify(
     body: bytes,
     header: str | bytes | SignatureHeader | None,
-    secrets: SecretResolver | Sequence[Secret],
+    secrets: SecretResolver | SecretLike | Sequence[SecretLike],
     *,
     tolerance: float = DEFAULT_TOLERANCE,
     now: float | None = None,
@@ -327,8 +327,9 @@ def verify(
         body: The exact raw request body, as received.
         header: The ``Service-Signature`` value (or an already parsed one); ``None``
             when absent.
-        secrets: The accepted secrets, newest first, or a resolver that finds them
-            from the organization ID ``o``.
+        secrets: The accepted secrets, newest first (each a :class:`Secret`, a
+            ``str`` or ``bytes``; one alone too), or a resolver that finds them from
+            the organization ID ``o``.
         tolerance: Largest accepted ``abs(now - t)``, in seconds (default 300):
             a finite ``int`` or ``float``, ``>= 0``.
         now: The current Unix time in seconds (``float``); defaults to
@@ -341,7 +342,8 @@ def verify(
     Raises:
         TypeError: ``body`` is not ``bytes``.
         ConfigurationError: ``tolerance`` is not a finite number ``>= 0`` (NaN or
-            infinity would turn the timestamp check off).
+            infinity would turn the timestamp check off), or ``secrets`` holds a value
+            :class:`Secret` refuses, or none.
         SignatureFormatError: The header is missing or malformed.
         UnknownOrganizationError: The resolver knows no secret for ``o``.
         SignatureMismatchError: No active secret yields ``v``.
@@ -355,12 +357,13 @@ def verify(
         parsed = header if isinstance(header, SignatureHeader) else parse_signature_header(header)
     if now is None:
         now = time.time()
-    if isinstance(secrets, (list, tuple)) or (
-        not callable(secrets) and isinstance(secrets, Sequence)
-    ):
-        candidates: Sequence[Secret] | None = secrets
-    else:
+    candidates: Sequence[Secret] | None
+    if callable(secrets):  # a resolver (first: the prepared, fastest way)
         candidates = secrets(parsed.organization_id)
+    elif isinstance(secrets, (list, tuple)) and all(type(s) is Secret for s in secrets):
+        candidates = secrets
+    else:  # one secret alone (a str is a Sequence), or "k" as well as Secret("k")
+        candidates = to_secrets(cast("SecretLike | Sequence[SecretLike]", secrets))
     if candidates is None:
         raise UnknownOrganizationError("no secret is configured for this organization")
     try:

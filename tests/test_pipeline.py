@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -833,3 +834,39 @@ def test_results_of_a_loop_that_closed_before_draining_them_are_let_go() -> None
 
     assert asyncio.run(another_loop()) == 2
     assert closed not in pool._pending
+
+
+def test_a_forked_child_never_claims_with_its_parents_token(
+    tmp_path: Any, signed: Signed, secret: str
+) -> None:
+    """Workers forked from one parent (gunicorn ``--preload``, a prefork pool) share the
+    store: the same event delivered to two of them at once runs once. Each process
+    makes its own claim tokens, so one worker's claim is never taken for the other's
+    renewal of it."""
+    from sw_forking import beside_a_child
+
+    from service_webhooks import SQLiteStore
+
+    runs = tmp_path / "runs"
+    receiver = WebhookReceiver(secret, store=SQLiteStore(str(tmp_path / "keys.db")))
+
+    @receiver.on("note.created")
+    def note_created(event: Event[Any]) -> None:
+        with open(runs, "a") as out:
+            out.write(f"{os.getpid()}\n")
+        time.sleep(1.0)  # both processes are in flight together
+
+    before = b'{"eventName":"note.created","version":1,"data":{"id":"n-0","author":"a","text":"t"}}'
+    assert receiver.process(*signed(before)).ok  # the parent has used tokens before it forks
+    body, header = signed(
+        b'{"eventName":"note.created","version":1,"data":'
+        b'{"id":"n-1","author":"a@example.com","text":"t"}}'
+    )
+
+    def work() -> tuple[list[str], set[int]]:
+        return [receiver.process(body, header).reason], set()
+
+    parent, child = beside_a_child(work)
+    assert sorted([parent[0][0], child[0][0]]) == ["in_flight", "processed"]
+    assert len(runs.read_text().split()) == 2  # n-0 once, n-1 once
+    receiver.close()

@@ -81,7 +81,8 @@ class ParameterError(APIError, ValueError):
     """An argument is outside what the spec allows; raised before any request is sent.
 
     Examples: a history ``limit`` outside 1-100 (spec §4.1, §8), an operation
-    ``state`` or ``type`` that is not one of spec §2.5's values, an empty operation id.
+    ``state`` or ``type`` filter that is not a non-empty ``str`` (any string is sent:
+    they are open enums, spec §9), an empty operation id.
     """
 
     reason = "api_parameter"

@@ -92,11 +92,11 @@ class ScaledClock:
         speed: How many clock seconds pass per real second (> 0).
 
     Raises:
-        ConfigurationError: ``speed`` is not positive.
+        ConfigurationError: ``speed`` is not positive (or is NaN).
     """
 
     def __init__(self, speed: float) -> None:
-        if speed <= 0:
+        if not speed > 0:  # NaN too
             raise ConfigurationError("speed must be positive")
         self.speed = float(speed)
         self._origin = time.time()

@@ -159,8 +159,9 @@ class Emulator:
         clock: Time for queueing, delays, rate limits and the audit log
             (default :class:`~.clock.SystemClock`).
         policy: Backoff and dead-after rules (default: the spec's).
-        rate_limiter: ``None`` disables throttling; default 1000/min
-            (:class:`~.ratelimit.RateLimiter`).
+        rate_limiter: The throttle (default, and with ``None``: 1000/min per
+            subscription and per organization, spec §8, a new
+            :class:`~.ratelimit.RateLimiter`); ``throttle=False`` turns it off.
         audit: Where attempts go (default: a new :class:`~.audit.AuditLog`); a log
             without a clock gets this emulator's, so its 30-day retention applies.
         on_failure_notification: Callback for the failure rule; used when ``audit``
@@ -174,6 +175,7 @@ class Emulator:
         seed: Seed of the random source (jitter, duplicates, shuffling).
         concurrency: Most attempts in flight at once (>= 1).
         signing_clock: Source of the signed ``t``, Unix seconds.
+        throttle: ``False``: no rate limit at all (``rate_limiter`` is then ignored).
 
     Raises:
         ConfigurationError: ``duplicates`` outside ``[0, 1]``, ``concurrency < 1``, or

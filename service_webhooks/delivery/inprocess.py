@@ -58,6 +58,7 @@ async def deliver_to_app(
 ) -> Emulator:
     """Deliver ``events`` into ``app`` with the full retry life and return the emulator.
 
+    A coroutine function: ``emulator = await deliver_to_app(app, events, secret=...)``.
     The queue runs on a :class:`~.clock.VirtualClock` by default, so retries over 24 h
     take no time; the signed ``t`` is still the real time. Assert on
     ``emulator.summary()``, ``emulator.deliveries`` and ``emulator.audit``.

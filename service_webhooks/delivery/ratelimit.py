@@ -43,11 +43,11 @@ class RateLimiter:
         window: Window length, seconds (> 0).
 
     Raises:
-        ConfigurationError: ``limit < 1`` or ``window <= 0``.
+        ConfigurationError: ``limit < 1`` or ``window <= 0`` (or either is NaN).
     """
 
     def __init__(self, limit: int = DEFAULT_LIMIT, window: float = DEFAULT_WINDOW) -> None:
-        if limit < 1 or window <= 0:
+        if not (limit >= 1 and window > 0):  # NaN fails both tests
             raise ConfigurationError("need limit >= 1 and window > 0 seconds")
         self.limit = limit
         self.window = float(window)

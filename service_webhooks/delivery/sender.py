@@ -356,11 +356,12 @@ class Sender:
         snippet_size: Most response-body bytes kept for the audit log.
         max_connections: Size of each connection pool.
         linger_limit: Real seconds a lingering attempt (``send(linger=True)``) may
-            stay open before it is closed (default 60).
+            take in all, from its start, before it is closed (default 60; never less
+            than ``deadline``).
         user_agent: The ``User-Agent`` of every request (default :data:`USER_AGENT`).
 
     Raises:
-        ConfigurationError: ``deadline`` is not positive.
+        ConfigurationError: ``deadline`` is not positive (or is NaN).
     """
 
     def __init__(
@@ -378,7 +379,7 @@ class Sender:
     ) -> None:
         from .._exceptions import ConfigurationError
 
-        if deadline <= 0:
+        if not deadline > 0:  # NaN too: it would time every attempt out at once
             raise ConfigurationError("deadline must be positive (seconds)")
         self.deadline = float(deadline)
         self.allow_private_destinations = allow_private_destinations
@@ -482,6 +483,12 @@ class Sender:
         address = progress.addresses[-1] if progress.addresses else None
         if not done:
             if linger and progress.status is None:
+                # httpx's timeout is per read or write: an answer trickling in (a
+                # byte every few seconds, a lossy link) would keep the request open for
+                # ever; linger_limit bounds the attempt as a whole, from its start.
+                left = self.linger_limit - (time.perf_counter() - started)
+                closing = asyncio.get_running_loop().call_later(max(left, 0.0), exchange.cancel)
+                exchange.add_done_callback(lambda _: closing.cancel())
                 self._lingering.add(exchange)
                 exchange.add_done_callback(self._forget)
             else:  # not lingering, or answered: only the rest of the body is late

@@ -270,9 +270,11 @@ def _in_utc_range(moment: datetime.datetime) -> bool:
 
 
 def check_limit(limit: int) -> int:
-    """``limit`` when it is 1..:data:`MAX_PAGE_SIZE`; else :class:`ConfigurationError`."""
-    if not 1 <= limit <= MAX_PAGE_SIZE:
-        raise ConfigurationError(f"limit must be 1..{MAX_PAGE_SIZE}")
+    """``limit`` when it is an ``int`` 1..:data:`MAX_PAGE_SIZE`; else
+    :class:`ConfigurationError` (a ``float`` or a ``bool`` too, which the backends'
+    slicing and SQL would refuse with their own errors or take as 1)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ConfigurationError(f"limit must be an int 1..{MAX_PAGE_SIZE}, not {limit!r}")
     return limit
 
 

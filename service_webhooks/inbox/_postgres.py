@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from ..stores._base import check_prune_every, check_timeout
 from ..stores._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ..stores._pg_fork import forget_pools_after_fork
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
@@ -175,7 +176,10 @@ class PostgresInbox(SQLInbox):
             :class:`~service_webhooks.stores.PostgresStore`.
 
     Raises:
-        ConfigurationError: Neither ``conninfo`` nor ``pool``, a bad table name or bound.
+        ConfigurationError: Neither ``conninfo`` nor ``pool``, a bad table name, a
+            ``retention`` or ``max_bytes`` out of range, a ``timeout`` that is not a
+            finite number of seconds > 0, a ``max_size`` below 1, or a ``prune_every``
+            that is not an ``int`` >= 0.
     """
 
     _placeholder = "%s"
@@ -196,6 +200,10 @@ class PostgresInbox(SQLInbox):
         if conninfo is None and pool is None:
             raise ConfigurationError("PostgresInbox needs a conninfo or a pool")
         check_bounds(retention, max_bytes)
+        check_timeout("timeout", timeout)
+        check_prune_every(prune_every)
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise ConfigurationError(f"max_size must be an int >= 1, not {max_size!r}")
         self.table = _checked(table)
         self.retention = retention
         self.max_bytes = max_bytes

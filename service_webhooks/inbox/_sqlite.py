@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from ..stores._base import check_prune_every, check_timeout
 from ..stores._sqlite import (
     SQLiteStore,
     cannot_write,
@@ -90,7 +91,10 @@ class SQLiteInbox(SQLInbox):
         clock: Current time in Unix seconds (for pruning); default :func:`time.time`.
 
     Raises:
-        ConfigurationError: ``path`` is ``":memory:"``, a bad table name or bound.
+        ConfigurationError: ``path`` is ``":memory:"``, a bad table name, a
+            ``retention`` or ``max_bytes`` out of range, a ``timeout`` that is not a
+            finite number of seconds >= 0, or a ``prune_every`` that is not an ``int``
+            >= 0.
     """
 
     def __init__(
@@ -109,6 +113,8 @@ class SQLiteInbox(SQLInbox):
         if not _IDENTIFIER.fullmatch(table):
             raise ConfigurationError(f"table must be letters, digits and _, not {table!r}")
         check_bounds(retention, max_bytes)
+        check_timeout("timeout", timeout, zero=True)
+        check_prune_every(prune_every)
         self.path = Path(path)
         self.table = table
         self.retention = retention

@@ -31,12 +31,44 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
 from typing import Protocol, runtime_checkable
+
+from .._exceptions import ConfigurationError
 
 __all__ = ["MIN_RETENTION", "ClaimState", "IdempotencyStore", "SyncStore"]
 
 MIN_RETENTION = 48 * 3600
 """Shortest allowed retention of ``DONE`` keys, in seconds (events die after 24 h)."""
+
+
+def check_timeout(name: str, value: object, *, zero: bool = False) -> None:
+    """Refuse a ``timeout`` that is not a finite ``int`` or ``float`` of seconds above 0
+    (``zero``: at or above 0), shared by the stores and inboxes.
+
+    Raises:
+        ConfigurationError: Naming ``name``: a wrong type (a ``bool``, a ``str``), NaN,
+            infinity, or a value out of range.
+    """
+    bound = ">= 0" if zero else "> 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(
+            f"{name} must be a finite number of seconds {bound}, not {type(value).__name__}"
+        )
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+        raise ConfigurationError(
+            f"{name} must be a finite number of seconds {bound}, not {value!r}"
+        )
+
+
+def check_prune_every(value: object) -> None:
+    """Refuse a ``prune_every`` that is not an ``int`` >= 0 (0: never).
+
+    Raises:
+        ConfigurationError: A ``bool``, a ``float``, a negative number.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"prune_every must be an int >= 0 (0: never), not {value!r}")
 
 
 class ClaimState(enum.Enum):

@@ -61,7 +61,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ._base import ClaimState
+from ._base import ClaimState, check_prune_every
 from ._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ._pg_fork import forget_pools_after_fork
 from ._url import redact_url
@@ -204,7 +204,8 @@ class PostgresStore:
 
     Raises:
         ConfigurationError: Neither ``conninfo``, ``pool`` nor ``apool``; a bad table
-            name; sizes and timeouts out of range; or a ``conninfo`` libpq refuses as
+            name; sizes and timeouts out of range; a ``prune_every`` that is not an
+            ``int`` >= 0; or a ``conninfo`` libpq refuses as
             malformed (an unknown parameter, say), with its reason, passwords masked.
             Nothing is connected here: a server that is down fails at the first call,
             or at :meth:`ping`.
@@ -230,6 +231,7 @@ class PostgresStore:
             raise ConfigurationError("pool sizes must satisfy 1 <= min_size <= max_size")
         if not (timeout > 0 and statement_timeout > 0):
             raise ConfigurationError("timeout and statement_timeout must be > 0 seconds")
+        check_prune_every(prune_every)
         self.table = table
         quoted = _table(table)
         self._schema = _schema_for(table).encode()

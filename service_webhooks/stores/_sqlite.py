@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from .._exceptions import ConfigurationError
-from ._base import ClaimState, SyncStore
+from ._base import ClaimState, SyncStore, check_prune_every, check_timeout
 
 __all__ = ["CHECKPOINT_EVERY", "DEFAULT_SQLITE_PATH", "PRUNE_SLICE", "SQLiteStore"]
 
@@ -160,7 +160,8 @@ class SQLiteStore(SyncStore):
         clock: Current time in seconds; defaults to :func:`time.time`.
 
     Raises:
-        ConfigurationError: ``path`` is ``":memory:"``.
+        ConfigurationError: ``path`` is ``":memory:"``, ``timeout`` is not a finite
+            number of seconds >= 0, or ``prune_every`` is not an ``int`` >= 0.
     """
 
     def __init__(
@@ -173,6 +174,8 @@ class SQLiteStore(SyncStore):
     ) -> None:
         if str(path) == ":memory:":
             raise ConfigurationError("SQLiteStore needs a file path; use MemoryStore for memory")
+        check_timeout("timeout", timeout, zero=True)
+        check_prune_every(prune_every)
         self.path = Path(path)
         self.timeout = timeout  # seconds; the inbox in its file waits as long
         self._prune_every = prune_every

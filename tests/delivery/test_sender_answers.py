@@ -178,6 +178,31 @@ async def test_a_status_in_time_counts_even_if_its_body_is_late(
     assert outcome.duration < 2
 
 
+@pytest.mark.e2e
+async def test_a_lingering_attempt_is_closed_at_linger_limit_even_while_bytes_trickle(
+    scripted: Any, loopback_sender: Any
+) -> None:
+    # On a virtual clock a timed-out attempt lingers until the receiver answers, at most
+    # linger_limit seconds (docs/delivery.md). httpx's timeouts are per read, so a status
+    # line trickling in a byte at a time (a slow receiver, a lossy link) kept it open for
+    # ever before the fix: settle() and `deliver --fast` waited as long as the trickle.
+    async def trickle(writer: asyncio.StreamWriter) -> None:
+        for byte in b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n":
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(0.25)  # about 10 s for the whole answer
+
+    url = await scripted(trickle)
+    async with loopback_sender(deadline=0.3, linger_limit=1.0) as sender:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        outcome = await sender.send(url, BODY, secret="s", organization_id="o", linger=True)
+        assert outcome.failure is Failure.TIMEOUT
+        assert await sender.settle() == 1
+        assert loop.time() - started < 2.5
+        assert not sender._lingering
+
+
 async def answer_unread_then_reset(answer: bytes) -> tuple[str, asyncio.Server]:
     """A receiver that reads only the request head, answers, then resets the connection
     (SO_LINGER 0) while the body is still coming: an early 413 or 401, as a proxy with a

@@ -139,7 +139,7 @@ WebhookReceiver(secrets=123)  # error: [arg-type]
 WebhookReceiver(secrets=[1])  # error: [list-item]
 WebhookReceiver(secrets="whsec", idempotency_key=async_key)  # error: [arg-type]
 WebhookReceiver(secrets="whsec", tolerance="300")  # error: [arg-type]
-verify(body, None, "whsec")  # error: [arg-type]
+verify(body, None, 42)  # error: [arg-type]
 sign("body", "whsec", "o-1")  # error: [arg-type]
 receiver.process("body", "t=1,o=o-1,v=x")  # error: [arg-type]
 
