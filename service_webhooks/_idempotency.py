@@ -134,26 +134,24 @@ async def _release(operation: Coroutine[Any, Any, bool]) -> bool:
         return False
 
 
-def _token_maker() -> Callable[[], str]:
-    """A maker of claim tokens unique across processes and calls: a random prefix of
-    this process's and a counter, without a system call each time. A C-level iterator's
-    ``__next__``: no Python frame per delivery."""
-    return map(f"{_random.token_hex(8)}-{{}}".format, itertools.count()).__next__
+_token_prefix = _random.token_hex(8)  # this process's; a counter makes each claim's unique
+_token_counter = itertools.count()
 
 
-new_token = _token_maker()
-"""``new_token() -> str``: a new claim token. Callers look it up here on each call
-(``_idempotency.new_token()``), never import it: a forked child gets a maker of its
-own, so no two processes hold the same token (one's claim would count as the other's
-renewal, and an event delivered to both at once would run twice)."""
+def new_token() -> str:
+    """A claim token unique across processes and calls, without a system call each time."""
+    return f"{_token_prefix}-{next(_token_counter)}"
 
 
-def _new_tokens_after_fork() -> None:
-    global new_token
-    new_token = _token_maker()
+def _new_token_prefix_after_fork() -> None:
+    """A forked child draws a prefix of its own: with its parent's, two workers would
+    make the same tokens in the same order, one's claim would count as the other's
+    renewal of it, and an event delivered to both at once would run twice."""
+    global _token_prefix
+    _token_prefix = _random.token_hex(8)
 
 
-os.register_at_fork(after_in_child=_new_tokens_after_fork)
+os.register_at_fork(after_in_child=_new_token_prefix_after_fork)
 
 
 def default_idempotency_key(organization_id: str, body: bytes) -> str:

@@ -49,7 +49,7 @@ from typing import Any, Self, TypeAlias, TypeVar, cast
 
 import msgspec
 
-from . import _idempotency, _recording
+from . import _recording
 from ._credentials import SecretsConfig, _Static, as_resolver
 from ._dispatch import Registration, Router, arun, check_plain_callable, run
 from ._envelope import MAX_BODY_SIZE, Envelope, decode_checked
@@ -78,6 +78,7 @@ from ._idempotency import (
     default_idempotency_key,
     guard,
     guard_release,
+    new_token,
     open_store,
     release_later,
     store_failed,
@@ -997,7 +998,7 @@ class WebhookReceiver:
                     error, started, organization_id, event.name, event.version, error_type
                 )
             event = msgspec.structs.replace(event, idempotency_key=custom)
-        return _Plan(event, handlers, _idempotency.new_token())
+        return _Plan(event, handlers, new_token())
 
     @staticmethod
     def _custom_key(function: KeyFunction, event: Event[Any]) -> str:

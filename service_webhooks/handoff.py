@@ -38,7 +38,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from . import _idempotency
 from ._dispatch import Router
 from ._envelope import decode_envelope
 from ._events import Event
@@ -49,6 +48,7 @@ from ._idempotency import (
     describe,
     guard,
     guard_release,
+    new_token,
 )
 from ._receiver import WebhookReceiver, require_positive_seconds
 from ._recording import forced_replay
@@ -265,7 +265,7 @@ class CeleryHandoff:
         key = "task:" + idempotency_key
         if replay is not None:
             key += ":replay:" + replay
-        token = _idempotency.new_token()
+        token = new_token()
         try:
             state = guard(store.claim, key, token, self.lease)
         except StoreError:
