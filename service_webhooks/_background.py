@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import queue
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+from ._forking import after_fork_in_child
 
 __all__ = ["NAME", "ain_background", "in_background", "wait_idle"]
 
@@ -81,4 +82,4 @@ def _forget_after_fork() -> None:
     _calls, _worker, _starting = queue.SimpleQueue(), None, threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_after_fork)
+after_fork_in_child(_forget_after_fork)

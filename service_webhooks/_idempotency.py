@@ -12,16 +12,17 @@ import asyncio
 import hashlib
 import itertools
 import logging
-import os
+import queue
 import re
 import secrets as _random
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from ._background import ain_background, in_background
 from ._exceptions import ConfigurationError, StoreError
+from ._forking import after_fork_in_child
 from ._reporting import loggable
 from .stores._base import IdempotencyStore
 from .stores._sqlite import DEFAULT_SQLITE_PATH, SQLiteStore
@@ -151,7 +152,7 @@ def _new_token_prefix_after_fork() -> None:
     _token_prefix = _random.token_hex(8)
 
 
-os.register_at_fork(after_in_child=_new_token_prefix_after_fork)
+after_fork_in_child(_new_token_prefix_after_fork)
 
 
 def default_idempotency_key(organization_id: str, body: bytes) -> str:
@@ -178,7 +179,8 @@ thread hand-off costs more than it saves). The same thread also tells whether th
 is ASCII (the envelope's UTF-8 check): that scan holds the GIL, but the caller's HMAC
 does not need it meanwhile."""
 
-_hasher: ThreadPoolExecutor | None = None
+_Job = tuple["Future[tuple[str, bool]]", str, bytes]
+_hasher: queue.SimpleQueue[_Job] | None = None  # the hashing thread's queue, once started
 _hasher_lock = threading.Lock()
 _hasher_idle = threading.Semaphore(1)  # taken while a body is queued or hashed there
 
@@ -210,9 +212,17 @@ class OverlappedKey:
             if _hasher is None:
                 with _hasher_lock:
                     if _hasher is None:
-                        _hasher = ThreadPoolExecutor(1, thread_name_prefix="service-webhooks-key")
-            return cls(_hasher.submit(_key_and_ascii, organization_id, body))
-        except RuntimeError:  # cannot schedule new futures after interpreter shutdown
+                        jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+                        hashing = threading.Thread(
+                            target=_hash_bodies, args=(jobs,), name="service-webhooks-key"
+                        )
+                        hashing.daemon = True
+                        hashing.start()
+                        _hasher = jobs
+            future: Future[tuple[str, bool]] = Future()
+            _hasher.put((future, organization_id, body))
+            return cls(future)
+        except RuntimeError:  # can't create new thread at interpreter shutdown
             _hasher_idle.release()
             return None
 
@@ -226,14 +236,27 @@ class OverlappedKey:
 
 
 def _forget_hasher_after_fork() -> None:
-    """A child process has none of its parent's threads: an executor inherited from
-    the parent would queue the child's bodies for a thread that does not exist there,
-    and their keys would never come."""
+    """A child process has none of its parent's threads: a queue inherited from the
+    parent would hold the child's bodies for a thread that does not exist there, and
+    their keys would never come."""
     global _hasher, _hasher_lock, _hasher_idle
     _hasher, _hasher_lock, _hasher_idle = None, threading.Lock(), threading.Semaphore(1)
 
 
-os.register_at_fork(after_in_child=_forget_hasher_after_fork)
+after_fork_in_child(_forget_hasher_after_fork)
+
+
+def _hash_bodies(jobs: queue.SimpleQueue[_Job]) -> None:
+    """The hashing thread. A daemon thread, not a :class:`ThreadPoolExecutor`'s: a
+    process exiting joins an executor's threads, and a worker that uWSGI forked without
+    Python's fork hooks (no ``--py-call-osafterfork``) still counted its master's
+    thread as running, so it never exited."""
+    while True:
+        future, organization_id, body = jobs.get()
+        try:
+            future.set_result(_key_and_ascii(organization_id, body))
+        except BaseException as error:  # handed to the waiting caller
+            future.set_exception(error)
 
 
 def _key_and_ascii(organization_id: str, body: bytes) -> tuple[str, bool]:

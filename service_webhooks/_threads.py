@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import queue
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+from ._forking import after_fork_in_child
 
 __all__ = ["MAX_THREADS", "ToThread", "run_in_thread"]
 
@@ -137,7 +138,7 @@ def _after_fork() -> None:  # a child process has none of its parent's threads
     _pool = _Pool(MAX_THREADS)
 
 
-os.register_at_fork(after_in_child=_after_fork)
+after_fork_in_child(_after_fork)
 
 
 async def run_in_thread(function: Callable[[Any], T], argument: Any) -> T:

@@ -870,3 +870,39 @@ def test_a_forked_child_never_claims_with_its_parents_token(
     assert sorted([parent[0][0], child[0][0]]) == ["in_flight", "processed"]
     assert len(runs.read_text().split()) == 2  # n-0 once, n-1 once
     receiver.close()
+
+
+def test_a_forked_child_renews_its_claims(tmp_path: Any, signed: Signed, secret: str) -> None:
+    """A receiver that renewed claims before the process forked: the child, which has
+    no renewer thread, starts its own, so a handler that outlasts the lease keeps its
+    claim there too, and a twin arriving after one lease is answered ``in_flight``
+    instead of running the handler again."""
+    from sw_forking import beside_a_child
+
+    from service_webhooks import SQLiteStore
+
+    receiver = WebhookReceiver(secret, store=SQLiteStore(str(tmp_path / "keys.db")), lease=0.6)
+
+    @receiver.on("note.created")
+    def note_created(event: Event[Any]) -> None:
+        time.sleep(float(event.data.text))
+
+    def note(text: str) -> bytes:
+        data = {"id": f"n-{os.getpid()}-{time.time()}", "author": "a@example.com", "text": text}
+        return json.dumps({"eventName": "note.created", "version": 1, "data": data}).encode()
+
+    assert receiver.process(*signed(note("0.5"))).ok  # the parent's renewer thread runs
+
+    def work() -> tuple[list[str], set[int]]:
+        delivery = signed(note("1.6"))  # outlasts the lease
+        first: list[str] = []
+        running = threading.Thread(target=lambda: first.append(receiver.process(*delivery).reason))
+        running.start()
+        time.sleep(1.1)  # past one lease: only a renewal holds the claim
+        twin = receiver.process(*delivery).reason
+        running.join()
+        return [*first, twin], set()
+
+    parent, child = beside_a_child(work)
+    assert parent == child == (["processed", "in_flight"], set())
+    receiver.close()

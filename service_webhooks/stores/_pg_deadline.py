@@ -55,6 +55,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "postgres", "psycopg", "psycopg_pool", what="a PostgreSQL store or inbox", cause=error
     ) from error
 
+from .._forking import after_fork_in_child
 from ._per_loop import PerLoop
 
 __all__ = ["Deadlines", "LoopPools", "connection_kwargs"]
@@ -368,7 +369,7 @@ class _Watchdog:
         self._heap: list[_Watch] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
-        os.register_at_fork(after_in_child=self._after_fork)
+        after_fork_in_child(self._after_fork)
 
     def _after_fork(self) -> None:
         self._condition = threading.Condition()

@@ -12,11 +12,11 @@ stop its threads. A pool the user passed in is theirs to open after the fork.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from typing import Any, Protocol
 
+from .._forking import after_fork_in_child
 from ._pg_deadline import LoopPools
 
 __all__ = ["forget_pools_after_fork"]
@@ -49,4 +49,4 @@ def _in_child() -> None:
         _INHERITED.extend(owner._apools.forget())
 
 
-os.register_at_fork(after_in_child=_in_child)
+after_fork_in_child(_in_child)
