@@ -164,28 +164,12 @@ for (_name, _version), _model in EVENT_MODELS.items():
     _heads = (_start + b",", _start + b"}")  # how the service starts this event's body
     _typed.append((_heads, (_name, _version), msgspec.json.Decoder(_typed_envelope(_model))))
 del _name, _version, _model, _start, _heads
-_TYPED_HEADS = tuple(head for heads, _, _ in _typed for head in heads)
-
-
-def _one_pass(body: bytes) -> Envelope | None:
-    """The envelope in one pass, or ``None`` when the general path must decide."""
-    key = None
-    decoder: Any = _plain_decoder
-    if body.startswith(_TYPED_HEADS):  # one C call, whatever the event
-        for heads, key, decoder in _typed:  # noqa: B007 - the matching entry is kept
-            if body.startswith(heads):
-                break
-    try:
-        envelope = decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return None  # the general path words the error
-    name, version = envelope.eventName, envelope.version
-    if key is None:
-        if (name, version) in _model_decoders:
-            return None  # a known event written another way: the general path types it
-    elif key != (name, version):
-        return None
-    return Envelope(name, version, envelope.data)
+_HEAD_PREFIX = len(b'{"eventName":"') + 2  # and the name's first two bytes
+_TYPED_BY_PREFIX: dict[bytes, list[tuple[tuple[bytes, bytes], tuple[str, int], Any]]] = {}
+for _entry in _typed:  # one slice and one lookup rule out every typed head at once
+    _TYPED_BY_PREFIX.setdefault(_entry[0][0][:_HEAD_PREFIX], []).append(_entry)
+del _entry
+_MODEL_NAMES = frozenset(name for name, _ in _model_decoders)
 
 
 def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
@@ -213,7 +197,28 @@ def decode_checked(body: bytes, max_size: int, is_ascii: Callable[[], bool]) -> 
     verdict is the same, whatever the order."""
     if len(body) > max_size:
         raise PayloadTooLargeError(f"body is larger than {max_size} bytes")
-    envelope = _one_pass(body)
+    # One pass: the envelope typed at once by the decoder its head selects; None: the
+    # general path, which words every error and types a known event written another way.
+    envelope: Envelope | None = None
+    key = None
+    decoder: Any = _plain_decoder
+    candidates = _TYPED_BY_PREFIX.get(body[:_HEAD_PREFIX])
+    if candidates is not None:
+        for heads, candidate, typed in candidates:
+            if body.startswith(heads):
+                key, decoder = candidate, typed
+                break
+    try:
+        decoded = decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        pass  # the general path words the error
+    else:
+        name, version = decoded.eventName, decoded.version
+        if key is None:  # a known event written another way: the general path types it
+            if name not in _MODEL_NAMES or (name, version) not in _model_decoders:
+                envelope = Envelope(name, version, decoded.data)
+        elif key == (name, version):
+            envelope = Envelope(name, version, decoded.data)
     if not is_ascii() and not _is_utf8(body):  # msgspec skips unknown fields unchecked
         raise EnvelopeError("body is not a valid envelope: not UTF-8")
     return _general(body) if envelope is None else envelope

@@ -82,7 +82,11 @@ class MemoryStore:
                     return _DONE if done else _IN_FLIGHT
             if now >= self._next_prune:
                 self._prune(now)
-            self._put(key, False, token, now + lease, lease)
+            expires_at = now + lease  # the record and its expiry, inline: no call per delivery
+            self._records[key] = (False, token, expires_at)
+            self._expiries[lease].append((expires_at, key))
+            if expires_at < self._next_prune:
+                self._next_prune = expires_at
             return _NEW
         finally:
             lock.release()
@@ -95,7 +99,11 @@ class MemoryStore:
             record = self._records.get(key)
             if record is not None and record[1] != token and record[2] > now:  # another's
                 return False
-            self._put(key, True, token, now + retention, retention)
+            expires_at = now + retention  # as in claim()
+            self._records[key] = (True, token, expires_at)
+            self._expiries[retention].append((expires_at, key))
+            if expires_at < self._next_prune:
+                self._next_prune = expires_at
             return True
         finally:
             lock.release()
@@ -107,13 +115,6 @@ class MemoryStore:
                 return False
             del self._records[key]
             return True
-
-    def _put(self, key: str, done: bool, token: str, expires_at: float, duration: float) -> None:
-        """Store one record and queue its expiry (with the records kept ``duration``)."""
-        self._records[key] = (done, token, expires_at)
-        self._expiries[duration].append((expires_at, key))
-        if expires_at < self._next_prune:
-            self._next_prune = expires_at
 
     def _prune(self, now: float) -> None:
         """Drop expired records; schedule the next sweep at the earliest queued expiry."""
