@@ -42,11 +42,14 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ..stores._base import check_prune_every, check_timeout
 from ..stores._sqlite import (
+    Connection,
     SQLiteStore,
     cannot_write,
     close_when_collected,
     close_with_thread,
     connect,
+    leave_after_fork,
+    leave_inherited,
     writable,
 )
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
@@ -123,14 +126,31 @@ class SQLiteInbox(SQLInbox):
         self._prune_every = prune_every
         self._clock = clock
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[Connection] = []
         close_when_collected(self, self._connections)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when no statement runs
         self._running = 0  # statements at work, in any thread
-        self._once: set[sqlite3.Connection] = set()  # to close after their statement
+        self._once: set[Connection] = set()  # to close after their statement
         self._size_total_made = False
         super().__init__()
+        leave_after_fork(self)  # gunicorn --preload, Celery's prefork pool, multiprocessing
+
+    def _after_fork(self) -> None:
+        """In a forked child: leave the parent's connections (see
+        :func:`~service_webhooks.stores._sqlite.leave_inherited`), open new ones on first
+        use, and make new locks: a statement at work in another thread at the fork never
+        ends here, and :meth:`close` waited for it for ever."""
+        inherited = [*self._connections, *self._once]
+        at_work = inherited if self._running else []  # which one(s): not known
+        self._connections.clear()  # the same list: close_when_collected() holds it
+        self._once = set()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = 0
+        self._count_lock = threading.Lock()
+        self._local = threading.local()
+        leave_inherited(inherited, at_work)
 
     def __repr__(self) -> str:
         return f"SQLiteInbox({str(self.path)!r})"
@@ -159,12 +179,12 @@ class SQLiteInbox(SQLInbox):
             f"UPDATE {self.table} SET replays = json_insert(replays, '$[#]', json(?)) WHERE id = ?"
         )
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> Connection:
         """This thread's connection. One opened while the file was not writable
         (:func:`~service_webhooks.stores._sqlite.writable`) serves one statement (reading
         a file this process may not write works) and is closed after it, so that the
         file is written again, with no restart, once it can be."""
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        connection: Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = connect(
                 self.path,
@@ -221,7 +241,7 @@ class SQLiteInbox(SQLInbox):
             return connection.execute(statement, params).rowcount
 
     @contextlib.contextmanager
-    def _statement(self) -> Iterator[sqlite3.Connection]:
+    def _statement(self) -> Iterator[Connection]:
         """This thread's connection, counted as at work until the block ends (see
         :meth:`close`)."""
         with self._lock:

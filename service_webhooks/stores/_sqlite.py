@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from .._exceptions import ConfigurationError
+from .._forking import after_fork_in_child
 from ._base import ClaimState, SyncStore, check_prune_every, check_timeout
 
 __all__ = ["CHECKPOINT_EVERY", "DEFAULT_SQLITE_PATH", "PRUNE_SLICE", "SQLiteStore"]
@@ -181,14 +182,14 @@ class SQLiteStore(SyncStore):
         self._prune_every = prune_every
         self._clock = clock
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[Connection] = []
         close_when_collected(self, self._connections)
-        self._loop_connections: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, sqlite3.Connection
-        ] = weakref.WeakKeyDictionary()
+        self._loop_connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Connection] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         self._prune_cursor = ""  # prune_step sweeps the keys after this one
-        self._checkpointer: sqlite3.Connection | None = None  # a worker thread's, at a time
+        self._checkpointer: Connection | None = None  # a worker thread's, at a time
         self._checkpointing = threading.Lock()
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Queued]] = (
             weakref.WeakKeyDictionary()
@@ -200,6 +201,23 @@ class SQLiteStore(SyncStore):
         self._overridden = frozenset(
             name for name in _TWINS if getattr(type(self), name) is not getattr(SQLiteStore, name)
         )
+        leave_after_fork(self)  # gunicorn --preload, Celery's prefork pool, multiprocessing
+
+    def _after_fork(self) -> None:
+        """In a forked child: leave the parent's connections (:func:`leave_inherited`),
+        open new ones on first use, and make new locks (another thread may have held one,
+        or been checkpointing, at the fork: it would stay held for ever)."""
+        inherited = self._connections[:]  # the loop connections and checkpointer too
+        self._connections.clear()  # the same list: close_when_collected() holds it
+        at_work = [self._checkpointer] if self._checkpointing.locked() else []
+        self._lock = threading.Lock()
+        self._checkpointing = threading.Lock()
+        self._local = threading.local()
+        self._loop_connections = weakref.WeakKeyDictionary()
+        self._checkpointer = None
+        self._groups = weakref.WeakKeyDictionary()
+        self._checkpoints = set()
+        leave_inherited(inherited, at_work)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -207,7 +225,7 @@ class SQLiteStore(SyncStore):
     def _now(self) -> float:
         return self._clock() if self._clock is not None else time.time()
 
-    def _open(self, timeout: float) -> sqlite3.Connection:
+    def _open(self, timeout: float) -> Connection:
         connection = connect(
             self.path, timeout, (f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}", _SCHEMA)
         )
@@ -220,8 +238,8 @@ class SQLiteStore(SyncStore):
             self._connections.append(connection)
         return connection
 
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+    def _connection(self) -> Connection:
+        connection: Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._local.connection = self._open(self.timeout)
             close_with_thread(self._local, connection, self._connections)
@@ -233,6 +251,7 @@ class SQLiteStore(SyncStore):
         opens the file again and writes once the file (or its file system) is writable
         again, with no restart."""
         connection = self._connection()
+        connection.at_work += 1
         try:
             return work(connection, *args)
         except sqlite3.OperationalError as error:
@@ -240,15 +259,17 @@ class SQLiteStore(SyncStore):
                 self._local.connection = None
                 self._forget(connection)
             raise
+        finally:
+            connection.at_work -= 1
 
-    def _forget(self, connection: sqlite3.Connection) -> None:
+    def _forget(self, connection: Connection) -> None:
         """Close ``connection`` (no longer in use) and stop tracking it."""
         with self._lock:
             if connection in self._connections:
                 self._connections.remove(connection)
         connection.close()
 
-    def _loop_connection(self) -> sqlite3.Connection:
+    def _loop_connection(self) -> Connection:
         """The running event loop's own connection: it never waits for a lock."""
         loop = asyncio.get_running_loop()
         connection = self._loop_connections.get(loop)
@@ -364,6 +385,13 @@ class SQLiteStore(SyncStore):
             sqlite3.Error: The transaction could not start or commit; it is rolled back.
         """
         connection = self._loop_connection()
+        connection.at_work += 1
+        try:
+            return self._run_group_on(connection, group)
+        finally:
+            connection.at_work -= 1
+
+    def _run_group_on(self, connection: Connection, group: list[_Queued]) -> list[Any]:
         if len(group) == 1:
             work, args, _ = group[0]
             try:
@@ -640,9 +668,7 @@ class SQLiteStore(SyncStore):
             return self._claims % self._prune_every == 0
 
 
-def connect(
-    path: str | os.PathLike[str], timeout: float, setup: Iterable[str] = ()
-) -> sqlite3.Connection:
+def connect(path: str | os.PathLike[str], timeout: float, setup: Iterable[str] = ()) -> Connection:
     """A connection to ``path`` for the store and the inbox: autocommit, usable from any
     thread, WAL journal, ``synchronous=NORMAL``, waiting up to ``timeout`` seconds for
     another connection's lock; then ``setup`` run on it. Closed again when any of that
@@ -660,7 +686,7 @@ def connect(
             seconds, or a ``setup`` statement failed.
     """
     connection = sqlite3.connect(
-        path, timeout=timeout, isolation_level=None, check_same_thread=False
+        path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=Connection
     )
     try:
         deadline = time.monotonic() + timeout
@@ -683,7 +709,72 @@ def connect(
     return connection
 
 
-def close_when_collected(owner: object, connections: list[sqlite3.Connection]) -> None:
+class Connection(sqlite3.Connection):
+    """A connection of the store or the inbox: it knows the process that opened it
+    (``pid``) and how many calls are at work on it (``at_work``), for a forked child
+    (see :func:`leave_after_fork`)."""
+
+    __slots__ = ("at_work", "pid")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pid = os.getpid()
+        self.at_work = 0
+
+
+_INHERITED: list[Connection] = []  # a forked child's copies it may not close: kept for ever
+_FORKED: weakref.WeakSet[Any] = weakref.WeakSet()  # stores and inboxes: _after_fork() in a child
+
+
+def leave_after_fork(owner: Any) -> None:
+    """Call ``owner._after_fork()`` (a store's or an inbox's) in every child forked from
+    this process from now on: it gives up its parent's connections through
+    :func:`leave_inherited` and makes its own locks."""
+    _FORKED.add(owner)
+
+
+def leave_inherited(
+    connections: Iterable[Connection], at_work: Iterable[Connection | None] = ()
+) -> None:
+    """In a forked child, give up ``connections``, its copies of the parent's.
+
+    SQLite must never use a connection in a process other than the one that opened
+    it. It also keeps what each process holds of a file's locks in one record per
+    process, shared by every connection to the file: while a copy stays open there, the
+    child's own connections believe they hold the parent's locks and take none from the
+    system, so the parent, closing its last connection, took the child for gone,
+    copied the WAL into the file and deleted it under the child, whose next writes were
+    lost. So a copy that no call was at work on at the fork is closed here (that
+    releases nothing of the parent's: its locks are its own process's, and it still
+    holds the file open). A copy that one was at work on (another thread's, in a
+    transaction or in the middle of a statement, or one of ``at_work``: the
+    checkpoint's while its lock was held) is kept referenced for ever: closing it
+    would roll back, in the WAL index both processes share, a write the parent is
+    making. The child then shares its record of locks (see docs/scaling.md)."""
+    busy = {id(connection) for connection in at_work}
+    for connection in connections:
+        if connection.pid == os.getpid():
+            continue
+        try:
+            idle = id(connection) not in busy and not connection.at_work
+            idle = idle and not connection.in_transaction
+        except sqlite3.ProgrammingError:  # closed already
+            continue
+        if idle:
+            connection.close()
+        else:
+            _INHERITED.append(connection)
+
+
+def _in_child() -> None:
+    for owner in list(_FORKED):
+        owner._after_fork()
+
+
+after_fork_in_child(_in_child)
+
+
+def close_when_collected(owner: object, connections: list[Connection]) -> None:
     """Close ``connections`` (the list ``owner`` keeps its open connections in, the same
     list object for its whole life) once ``owner`` is garbage-collected without having
     been closed, as collecting them alone did before Python 3.13 (which reports a
@@ -701,7 +792,7 @@ class _ThreadEnd:
 
 
 def close_with_thread(
-    local: threading.local, connection: sqlite3.Connection, connections: list[sqlite3.Connection]
+    local: threading.local, connection: Connection, connections: list[Connection]
 ) -> None:
     """Close ``connection`` (this thread's, kept in ``local``) and drop it from
     ``connections`` once this thread ends. Without it a server that starts a thread per
@@ -711,18 +802,23 @@ def close_with_thread(
     weakref.finalize(end, _drop, connection, connections).atexit = False
 
 
-def _drop(connection: sqlite3.Connection, connections: list[sqlite3.Connection]) -> None:
+def _drop(connection: Connection, connections: list[Connection]) -> None:
     """Close ``connection`` and stop tracking it. Run by the garbage collector, at any
     point of any thread: it takes no lock (one held by that thread would never be
-    released); a connection already dropped or closed is left as it is."""
+    released); a connection already dropped or closed is left as it is, and so is a
+    forked child's copy of its parent's (see :func:`leave_inherited`: the thread that
+    opened it is gone in the child, whose fork hook has not run yet)."""
+    if connection.pid != os.getpid():
+        return
     with contextlib.suppress(ValueError):
         connections.remove(connection)
     connection.close()
 
 
-def _close_all(connections: list[sqlite3.Connection]) -> None:
+def _close_all(connections: list[Connection]) -> None:
     for connection in connections:
-        connection.close()
+        if connection.pid == os.getpid():  # a forked child's copies: leave_inherited()
+            connection.close()
     connections.clear()
 
 
