@@ -22,18 +22,36 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-__all__ = ["after_fork_in_child"]
+__all__ = ["after_fork_in_child", "after_fork_of", "keep_inherited"]
+
+T = TypeVar("T")
 
 _CALLBACKS: list[Callable[[], None]] = []
+_OWNERS: weakref.WeakKeyDictionary[Any, Callable[[Any], None]] = weakref.WeakKeyDictionary()
+_KEPT: list[object] = []  # a child's copies of its parent's resources, referenced for ever
 _ran_in = os.getpid()  # the process the callbacks last ran in (or the first one)
 
 
 def after_fork_in_child(callback: Callable[[], None]) -> None:
     """Run ``callback()`` in every child forked from this process from now on."""
     _CALLBACKS.append(callback)
+
+
+def after_fork_of(owner: T, reset: Callable[[T], None]) -> None:
+    """Run ``reset(owner)`` in every child forked from this process from now on, for as
+    long as ``owner`` (a store, an inbox, a renewer: held weakly) lives."""
+    _OWNERS[owner] = reset
+
+
+def keep_inherited(copies: Iterable[object]) -> None:
+    """Keep a child's ``copies`` of its parent's resources (connections, pools)
+    referenced for ever: closing one would end the parent's use of it, and collecting
+    one would do the same or stop threads that are not there."""
+    _KEPT.extend(copies)
 
 
 def _in_child() -> None:
@@ -44,6 +62,8 @@ def _in_child() -> None:
     _ran_in = pid
     for callback in _CALLBACKS:
         callback()
+    for owner, reset in list(_OWNERS.items()):
+        reset(owner)
 
 
 os.register_at_fork(after_in_child=_in_child)

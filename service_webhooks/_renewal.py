@@ -36,7 +36,7 @@ import time
 import weakref
 
 from ._exceptions import ConfigurationError
-from ._forking import after_fork_in_child
+from ._forking import after_fork_of
 from ._idempotency import describe
 from .stores import ClaimState, IdempotencyStore, MemoryStore, SQLiteStore
 
@@ -76,7 +76,7 @@ class Renewer:
         self._renewing_on: asyncio.AbstractEventLoop | None = None  # ...by a coroutine there
         # aremove() callers waiting for the renewal under way to end: (their loop, a future)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        _RENEWERS.add(self)
+        after_fork_of(self, type(self)._after_fork)
 
     def _after_fork(self) -> None:
         """In a forked child: no renewer thread runs (a child has only the thread that
@@ -222,17 +222,6 @@ class Renewer:
         if token not in self._live:
             return ClaimState.NEW  # removed: nothing to renew (and never after a release)
         return await self._store.aclaim(key, token, self._lease)
-
-
-_RENEWERS: weakref.WeakSet[Renewer] = weakref.WeakSet()
-
-
-def _renewers_after_fork() -> None:
-    for renewer in list(_RENEWERS):
-        renewer._after_fork()
-
-
-after_fork_in_child(_renewers_after_fork)
 
 
 def _settle(ended: asyncio.Future[None]) -> None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._forking import after_fork_of
 from ..stores._base import check_prune_every, check_timeout
 from ..stores._sqlite import (
     Connection,
@@ -48,7 +49,6 @@ from ..stores._sqlite import (
     close_when_collected,
     close_with_thread,
     connect,
-    leave_after_fork,
     leave_inherited,
     writable,
 )
@@ -134,7 +134,7 @@ class SQLiteInbox(SQLInbox):
         self._once: set[Connection] = set()  # to close after their statement
         self._size_total_made = False
         super().__init__()
-        leave_after_fork(self)  # gunicorn --preload, Celery's prefork pool, multiprocessing
+        after_fork_of(self, type(self)._after_fork)  # gunicorn --preload, prefork pools
 
     def _after_fork(self) -> None:
         """In a forked child: leave the parent's connections (see

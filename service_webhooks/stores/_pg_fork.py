@@ -13,10 +13,9 @@ stop its threads. A pool the user passed in is theirs to open after the fork.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any, Protocol
 
-from .._forking import after_fork_in_child
+from .._forking import after_fork_of, keep_inherited
 from ._pg_deadline import LoopPools
 
 __all__ = ["forget_pools_after_fork"]
@@ -29,24 +28,16 @@ class _PoolOwner(Protocol):
     _apools: LoopPools
 
 
-_OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()
-_INHERITED: list[Any] = []  # the parent's pools, referenced for ever in a child
-
-
 def forget_pools_after_fork(owner: _PoolOwner) -> None:
     """Track ``owner`` (a store or an inbox): in a forked child it drops the pools it
     opened (``_pool`` when ``_own_pool``, every ``_apools`` entry) and a lock another
     thread may have held at the fork."""
-    _OWNERS.add(owner)
+    after_fork_of(owner, _forget_pools)
 
 
-def _in_child() -> None:
-    for owner in list(_OWNERS):
-        owner._lock = threading.Lock()
-        if owner._own_pool and owner._pool is not None:
-            _INHERITED.append(owner._pool)
-            owner._pool, owner._own_pool = None, False
-        _INHERITED.extend(owner._apools.forget())
-
-
-after_fork_in_child(_in_child)
+def _forget_pools(owner: _PoolOwner) -> None:
+    owner._lock = threading.Lock()
+    if owner._own_pool and owner._pool is not None:
+        keep_inherited([owner._pool])
+        owner._pool, owner._own_pool = None, False
+    keep_inherited(owner._apools.forget())

@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from .._exceptions import ConfigurationError
-from .._forking import after_fork_in_child
+from .._forking import after_fork_of, keep_inherited
 from ._base import ClaimState, SyncStore, check_prune_every, check_timeout
 
 __all__ = ["CHECKPOINT_EVERY", "DEFAULT_SQLITE_PATH", "PRUNE_SLICE", "SQLiteStore"]
@@ -201,7 +201,7 @@ class SQLiteStore(SyncStore):
         self._overridden = frozenset(
             name for name in _TWINS if getattr(type(self), name) is not getattr(SQLiteStore, name)
         )
-        leave_after_fork(self)  # gunicorn --preload, Celery's prefork pool, multiprocessing
+        after_fork_of(self, type(self)._after_fork)  # gunicorn --preload, prefork pools
 
     def _after_fork(self) -> None:
         """In a forked child: leave the parent's connections (:func:`leave_inherited`),
@@ -712,7 +712,7 @@ def connect(path: str | os.PathLike[str], timeout: float, setup: Iterable[str] =
 class Connection(sqlite3.Connection):
     """A connection of the store or the inbox: it knows the process that opened it
     (``pid``) and how many calls are at work on it (``at_work``), for a forked child
-    (see :func:`leave_after_fork`)."""
+    (see :func:`leave_inherited`)."""
 
     __slots__ = ("at_work", "pid")
 
@@ -720,17 +720,6 @@ class Connection(sqlite3.Connection):
         super().__init__(*args, **kwargs)
         self.pid = os.getpid()
         self.at_work = 0
-
-
-_INHERITED: list[Connection] = []  # a forked child's copies it may not close: kept for ever
-_FORKED: weakref.WeakSet[Any] = weakref.WeakSet()  # stores and inboxes: _after_fork() in a child
-
-
-def leave_after_fork(owner: Any) -> None:
-    """Call ``owner._after_fork()`` (a store's or an inbox's) in every child forked from
-    this process from now on: it gives up its parent's connections through
-    :func:`leave_inherited` and makes its own locks."""
-    _FORKED.add(owner)
 
 
 def leave_inherited(
@@ -763,15 +752,7 @@ def leave_inherited(
         if idle:
             connection.close()
         else:
-            _INHERITED.append(connection)
-
-
-def _in_child() -> None:
-    for owner in list(_FORKED):
-        owner._after_fork()
-
-
-after_fork_in_child(_in_child)
+            keep_inherited([connection])
 
 
 def close_when_collected(owner: object, connections: list[Connection]) -> None:
