@@ -158,17 +158,18 @@ def _typed_envelope(model: type[Any]) -> type[Any]:
 
 
 _plain_decoder = msgspec.json.Decoder(_PlainEnvelope)
-_typed: list[tuple[tuple[bytes, bytes], tuple[str, int], Any]] = []  # (heads, key, decoder)
+_HEAD_PREFIX = len(b'{"eventName":"') + 2  # and the name's first two bytes
+# the first _HEAD_PREFIX bytes -> (heads, (name, version), decoder) of each typed event
+# starting so: one slice and one lookup rule out every typed head at once
+_TYPED_BY_PREFIX: dict[bytes, list[tuple[tuple[bytes, bytes], tuple[str, int], Any]]] = {}
 for (_name, _version), _model in EVENT_MODELS.items():
     _start = b'{"eventName":"%s","version":%d' % (_name.encode(), _version)
     _heads = (_start + b",", _start + b"}")  # how the service starts this event's body
-    _typed.append((_heads, (_name, _version), msgspec.json.Decoder(_typed_envelope(_model))))
-del _name, _version, _model, _start, _heads
-_HEAD_PREFIX = len(b'{"eventName":"') + 2  # and the name's first two bytes
-_TYPED_BY_PREFIX: dict[bytes, list[tuple[tuple[bytes, bytes], tuple[str, int], Any]]] = {}
-for _entry in _typed:  # one slice and one lookup rule out every typed head at once
-    _TYPED_BY_PREFIX.setdefault(_entry[0][0][:_HEAD_PREFIX], []).append(_entry)
-del _entry
+    _decoder = msgspec.json.Decoder(_typed_envelope(_model))
+    _TYPED_BY_PREFIX.setdefault(_start[:_HEAD_PREFIX], []).append(
+        (_heads, (_name, _version), _decoder)
+    )
+del _name, _version, _model, _start, _heads, _decoder
 _MODEL_NAMES = frozenset(name for name, _ in _model_decoders)
 
 

@@ -411,7 +411,7 @@ def check(
     # that digest, and cheaper than decoding v strictly (about 1,100 instructions less);
     # surrogatepass: a SignatureHeader built by hand may hold any text
     v = parsed.signature.encode("utf-8", "surrogatepass")
-    suffix = f":{parsed.organization_id}:{parsed.timestamp_text}".encode()  # signed_suffix()
+    suffix = parsed.signed_suffix()
     for secret in candidates:
         if (secret.not_after is None or now <= secret.not_after) and compare_digest(
             binascii.b2a_base64(_digest(body, secret.value, suffix), newline=False), v
