@@ -32,16 +32,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from sw_services import POSTGRES_URL, REDIS_URL, answering_redis
 
 from service_webhooks import sign
 
 HERE = Path(__file__).parent
 SECRET = "whsec-test-0123456789abcdef0123456789abcdef"
 ORG = "o-SCALE-na1"
-REDIS_URL = os.environ.get("SERVICE_WEBHOOKS_TEST_REDIS", "redis://127.0.0.1:6379/0")
-POSTGRES_URL = os.environ.get(
-    "SERVICE_WEBHOOKS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 Unavailable = Callable[[str, str], NoReturn]
 
@@ -209,14 +206,7 @@ class Backend:
 
 
 def _redis_backend(unavailable: Unavailable, url: str = REDIS_URL) -> Backend:
-    import redis
-
-    client = redis.Redis.from_url(url, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        client.close()
-        unavailable(f"Redis at {url}", type(error).__name__)
+    client = answering_redis(unavailable, url)
     run = uuid.uuid4().hex
     prefix, counter = f"service_webhooks_test:{run}:", f"service_webhooks_test:{run}:runs"
 

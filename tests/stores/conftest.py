@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
-from sw_services import POSTGRES_URL
+from sw_services import POSTGRES_URL, REDIS_URL, answering_redis
 
 from service_webhooks.stores import IdempotencyStore, MemoryStore, SQLiteStore
 
@@ -43,9 +43,6 @@ def _sqlite(request: pytest.FixtureRequest) -> IdempotencyStore:
     return store
 
 
-REDIS_URL = os.environ.get("SERVICE_WEBHOOKS_TEST_REDIS", "redis://127.0.0.1:6379/0")
-
-
 @pytest.fixture
 async def async_cleanup() -> AsyncIterator[list[Callable[[], Awaitable[None]]]]:
     """Coroutines to await in the test's own event loop once the test is over.
@@ -60,16 +57,9 @@ async def async_cleanup() -> AsyncIterator[list[Callable[[], Awaitable[None]]]]:
 
 
 def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
-    import redis
-
     from service_webhooks.stores._redis import RedisStore
 
-    probe = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    try:
-        probe.ping()
-    except redis.RedisError as error:
-        probe.close()
-        request.getfixturevalue("unavailable")(f"Redis at {REDIS_URL}", type(error).__name__)
+    probe = answering_redis(request.getfixturevalue("unavailable"), socket_timeout=1)
     prefix = f"service_webhooks_test:{uuid.uuid4().hex}:"
     store = RedisStore.from_url(REDIS_URL, prefix=prefix)
     request.getfixturevalue("async_cleanup").append(store.aclose)
@@ -89,14 +79,7 @@ def _redis(request: pytest.FixtureRequest) -> IdempotencyStore:
 def redis_client(unavailable: Callable[[str, str], NoReturn]) -> Iterator[redis.Redis]:
     """A client of the tests' Redis (``REDIS_URL``); skips (or fails) when it does not
     answer."""
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        client.close()
-        unavailable(f"Redis at {REDIS_URL}", type(error).__name__)
+    client = answering_redis(unavailable)
     yield client
     client.close()
 

@@ -13,7 +13,7 @@ import threading
 import uuid
 
 import pytest
-from sw_services import POSTGRES_URL
+from sw_services import POSTGRES_URL, REDIS_URL
 
 from service_webhooks import WebhookReceiver, sign
 
@@ -24,7 +24,6 @@ import redis
 
 from service_webhooks.stores._per_loop import PerLoop
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 SECRET = "whsec-loops"
 ORG = "o-1"
 pytestmark = pytest.mark.services

@@ -14,7 +14,8 @@ import os
 import signal
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,26 @@ def _in_child(
     return json.loads(report)
 
 
+@contextmanager
+def _held_by_another_thread(hold: Callable[[Callable[[], None]], object]) -> Iterator[None]:
+    """Meanwhile another thread runs ``hold(pause)``, which calls ``pause()`` where it
+    is to stay (a lock held, a statement at work) until the block ends."""
+    paused, resume = threading.Event(), threading.Event()
+
+    def pause() -> None:
+        paused.set()
+        resume.wait()
+
+    thread = threading.Thread(target=hold, args=(pause,))
+    thread.start()
+    paused.wait()
+    try:
+        yield
+    finally:
+        resume.set()
+        thread.join()
+
+
 def _keys(path: Path) -> list[str]:
     with sqlite3.connect(path) as connection:
         rows = connection.execute("SELECT key FROM service_webhooks_idempotency").fetchall()
@@ -97,27 +118,20 @@ def test_a_checkpoint_at_work_at_the_fork_holds_up_nothing_in_the_child(
     child's copy: ``close()`` waited for it for ever, and no checkpoint ran again."""
     store = SQLiteStore(tmp_path / "store.sqlite3")
     store.claim("parent", "t", 60)
-    held, done = threading.Event(), threading.Event()
 
-    def checkpointing() -> None:
+    def checkpointing(pause: Callable[[], None]) -> None:
         with store._checkpointing:  # as _checkpoint() does while at work
-            held.set()
-            done.wait()
+            pause()
 
-    thread = threading.Thread(target=checkpointing)
-    thread.start()
-    held.wait()
+    def work() -> str:  # pragma: no cover - in the child
+        store.claim("child", "t", 60)
+        store.close()
+        return "closed"
+
     try:
-
-        def work() -> str:  # pragma: no cover - in the child
-            store.claim("child", "t", 60)
-            store.close()
-            return "closed"
-
-        assert _in_child(work) == "closed"
+        with _held_by_another_thread(checkpointing):
+            assert _in_child(work) == "closed"
     finally:
-        done.set()
-        thread.join()
         store.close()
 
 
@@ -130,31 +144,27 @@ def test_a_connection_at_work_at_the_fork_is_never_closed_in_the_child(
     path = tmp_path / "store.sqlite3"
     store = SQLiteStore(path)
     store.create_schema()
-    started, done = threading.Event(), threading.Event()
 
-    def slow(connection: sqlite3.Connection) -> None:
-        connection.execute("SELECT 1").fetchall()
-        started.set()
-        done.wait()
+    def slow_call(pause: Callable[[], None]) -> None:
+        def slow(connection: sqlite3.Connection) -> None:
+            connection.execute("SELECT 1").fetchall()
+            pause()
 
-    thread = threading.Thread(target=store._sync, args=(slow,))
-    thread.start()
-    started.wait()
-    [at_work] = [c for c in store._connections if c is not store._local.connection]
+        store._sync(slow)
+
+    def work() -> list[Any]:  # pragma: no cover - in the child
+        store.claim("child", "t", 60)
+        try:
+            left = "open" if at_work.total_changes >= 0 else ""
+        except sqlite3.ProgrammingError:
+            left = "closed"
+        return [left, len(store._connections)]
+
     try:
-
-        def work() -> list[Any]:  # pragma: no cover - in the child
-            store.claim("child", "t", 60)
-            try:
-                left = "open" if at_work.total_changes >= 0 else ""
-            except sqlite3.ProgrammingError:
-                left = "closed"
-            return [left, len(store._connections)]
-
-        assert _in_child(work) == ["open", 1]
+        with _held_by_another_thread(slow_call):
+            [at_work] = [c for c in store._connections if c is not store._local.connection]
+            assert _in_child(work) == ["open", 1]
     finally:
-        done.set()
-        thread.join()
         store.close()
     assert _keys(path) == ["child"]
 
@@ -166,25 +176,18 @@ def test_an_inbox_statement_at_work_at_the_fork_holds_up_nothing_in_the_child(
     its ``close()`` waited for it for ever."""
     inbox = SQLiteInbox(tmp_path / "inbox.sqlite3")
     inbox.search()
-    started, done = threading.Event(), threading.Event()
 
-    def statement() -> None:
+    def statement(pause: Callable[[], None]) -> None:
         with inbox._statement():
-            started.set()
-            done.wait()
+            pause()
 
-    thread = threading.Thread(target=statement)
-    thread.start()
-    started.wait()
+    def work() -> list[Any]:  # pragma: no cover - in the child
+        found = len(inbox.search().items)
+        inbox.close()
+        return [found, "closed"]
+
     try:
-
-        def work() -> list[Any]:  # pragma: no cover - in the child
-            found = len(inbox.search().items)
-            inbox.close()
-            return [found, "closed"]
-
-        assert _in_child(work) == [0, "closed"]
+        with _held_by_another_thread(statement):
+            assert _in_child(work) == [0, "closed"]
     finally:
-        done.set()
-        thread.join()
         inbox.close()
