@@ -259,15 +259,7 @@ class PostgresInbox(SQLInbox):
             with self._lock:
                 if self._pool is None:
                     assert self._conninfo is not None
-                    self._pool = ConnectionPool(
-                        self._conninfo,
-                        min_size=1,
-                        max_size=self._max_size,
-                        timeout=self._timeout,
-                        kwargs=self._kwargs,
-                        open=True,
-                        name="service_webhooks_inbox",
-                    )
+                    self._pool = ConnectionPool(self._conninfo, open=True, **self._pool_options())
                     self._own_pool = True
         return self._pool
 
@@ -409,18 +401,20 @@ class PostgresInbox(SQLInbox):
 
     # -- async: recording and reading one record on the event loop ----------------------
 
+    def _pool_options(self) -> dict[str, Any]:
+        """What the pools this owns are made with, sync and async alike."""
+        return {
+            "min_size": 1,
+            "max_size": self._max_size,
+            "timeout": self._timeout,
+            "kwargs": self._kwargs,
+            "name": "service_webhooks_inbox",
+        }
+
     def _new_apool(self) -> AsyncConnectionPool[Any]:
         """A new, unopened asyncio pool (one per event loop: see :class:`LoopPools`)."""
         assert self._conninfo is not None  # without one, _async_pool asks for none
-        return AsyncConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=self._max_size,
-            timeout=self._timeout,
-            kwargs=self._kwargs,
-            open=False,
-            name="service_webhooks_inbox",
-        )
+        return AsyncConnectionPool(self._conninfo, open=False, **self._pool_options())
 
     async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._conninfo is None:

@@ -283,15 +283,7 @@ class PostgresStore:
                             "this PostgresStore has only an async pool: use aprocess(), "
                             "or pass a conninfo or a pool too"
                         )
-                    self._pool = ConnectionPool(
-                        self._conninfo,
-                        min_size=self._sizes[0],
-                        max_size=self._sizes[1],
-                        timeout=self._timeout,
-                        kwargs=self._kwargs,
-                        open=True,
-                        name="service_webhooks",
-                    )
+                    self._pool = ConnectionPool(self._conninfo, open=True, **self._pool_options())
                     self._own_pool = True
         return self._pool
 
@@ -468,18 +460,20 @@ class PostgresStore:
 
     # -- async ------------------------------------------------------------------------
 
+    def _pool_options(self) -> dict[str, Any]:
+        """What the pools this owns are made with, sync and async alike."""
+        return {
+            "min_size": self._sizes[0],
+            "max_size": self._sizes[1],
+            "timeout": self._timeout,
+            "kwargs": self._kwargs,
+            "name": "service_webhooks",
+        }
+
     def _new_apool(self) -> AsyncConnectionPool[Any]:
         """A new, unopened asyncio pool (one per event loop: see :class:`LoopPools`)."""
         assert self._conninfo is not None  # without one, _async_pool asks for none
-        return AsyncConnectionPool(
-            self._conninfo,
-            min_size=self._sizes[0],
-            max_size=self._sizes[1],
-            timeout=self._timeout,
-            kwargs=self._kwargs,
-            open=False,
-            name="service_webhooks",
-        )
+        return AsyncConnectionPool(self._conninfo, open=False, **self._pool_options())
 
     async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._apool is not None:
