@@ -312,9 +312,7 @@ class _Checkout:
                 async with asyncio.timeout_at(deadline):
                     await gate.acquire()
             except TimeoutError:
-                raise PoolTimeout(
-                    f"no connection of the pool was free within {timeout:g} s"
-                ) from None
+                raise _not_free(timeout) from None
         else:
             await gate.acquire()
         try:
@@ -325,6 +323,9 @@ class _Checkout:
                 await connection.close()
                 await self._pool.putconn(connection)  # the pool opens another instead
                 connection = await self._pool.getconn(max(0.0, deadline - loop.time()))
+        except PoolTimeout:  # the gate came at the deadline, the pool's connection not yet:
+            gate.release()  # the same wait for one, said the same way
+            raise _not_free(timeout) from None
         except BaseException:
             gate.release()
             raise
@@ -413,3 +414,9 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def _not_free(timeout: float) -> PoolTimeout:
+    """The error of an async checkout that found no connection free by its deadline,
+    whether it waited for its turn or for the pool's connection."""
+    return PoolTimeout(f"no connection of the pool was free within {timeout:g} s")

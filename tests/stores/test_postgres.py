@@ -490,6 +490,33 @@ async def test_a_full_pool_fails_the_waiting_calls_within_the_timeout(
         await store.aclose()
 
 
+async def test_a_checkout_whose_turn_came_at_the_deadline_says_the_same(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose turn at the pool came just as its time ran out (the connection ahead
+    of it discarded at its own deadline) fails as the other waiters do, and leaves its
+    place in the queue to the next call."""
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+    store = PostgresStore(URL, table=f"{schema}.keys", max_size=1, timeout=0.5)
+    store.create_schema()
+    real = AsyncConnectionPool.getconn
+    late = [PoolTimeout("couldn't get a connection after 0.00 sec")]
+
+    async def getconn(self: Any, timeout: float | None = None) -> Any:
+        if late:
+            raise late.pop()
+        return await real(self, timeout)
+
+    monkeypatch.setattr(AsyncConnectionPool, "getconn", getconn)
+    try:
+        with pytest.raises(PoolTimeout, match=r"no connection of the pool was free within 0\.5 s"):
+            await store.aclaim("k", "t", 60)
+        assert await store.aclaim("k", "t", 60) is ClaimState.NEW
+    finally:
+        await store.aclose()
+
+
 async def test_a_failed_checkout_gives_its_place_in_the_queue_back(
     schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
