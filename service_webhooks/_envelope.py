@@ -184,11 +184,15 @@ def decode_envelope(body: bytes, *, max_size: int = MAX_BODY_SIZE) -> Envelope:
         The :class:`Envelope`, with ``data`` typed where a model is known.
 
     Raises:
+        ConfigurationError: ``max_size`` is not an ``int`` >= 0 (NaN would accept
+            any size).
         PayloadTooLargeError: ``len(body) > max_size``.
         EnvelopeError: Empty, invalid UTF-8 anywhere (even in a skipped field), not
             JSON, not an object, a missing or mistyped field, or ``data`` that does
             not fit the event's model.
     """
+    if type(max_size) is not int or max_size < 0:
+        raise ConfigurationError(f"max_size must be an int of bytes >= 0, not {max_size!r}")
     return decode_checked(body, max_size, body.isascii)
 
 

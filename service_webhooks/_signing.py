@@ -360,7 +360,7 @@ def verify(
     candidates: Sequence[Secret] | None
     if callable(secrets):  # a resolver (first: the prepared, fastest way)
         candidates = secrets(parsed.organization_id)
-    elif isinstance(secrets, (list, tuple)) and all(type(s) is Secret for s in secrets):
+    elif isinstance(secrets, (list, tuple)) and secrets and all(type(s) is Secret for s in secrets):
         candidates = secrets
     else:  # one secret alone (a str is a Sequence), or "k" as well as Secret("k")
         candidates = to_secrets(secrets)

@@ -14,9 +14,11 @@ import pytest
 
 from service_webhooks import (
     ConfigurationError,
+    PayloadTooLargeError,
     Secret,
     Unprocessable,
     WebhookReceiver,
+    decode_envelope,
     encode_envelope,
     sign,
     verify,
@@ -38,8 +40,10 @@ def test_verify_takes_secrets_as_str_bytes_or_secret(secrets: Any) -> None:
     assert verify(BODY, HEADER, secrets, now=NOW).organization_id == "o-1"
 
 
-@pytest.mark.parametrize("secrets", [[5], "", ["  "]])
+@pytest.mark.parametrize("secrets", [[5], "", ["  "], [], ()])
 def test_verify_refuses_a_bad_secret_with_configuration_error(secrets: Any) -> None:
+    """An empty list or tuple (none at all) had answered SignatureMismatchError, as if
+    the delivery were forged rather than the receiver misconfigured."""
     with pytest.raises(ConfigurationError):
         verify(BODY, HEADER, secrets, now=NOW)
 
@@ -124,6 +128,29 @@ def test_postgres_inbox_refuses_bad_bounds(option: str, value: Any) -> None:
 
     with pytest.raises(ConfigurationError, match=option):
         PostgresInbox("postgresql://postgres@127.0.0.1/test", **{option: value})
+
+
+@pytest.mark.parametrize("max_size", [math.nan, -1, 1.5, "1024", True])
+def test_decode_envelope_refuses_a_max_size_that_is_not_an_int(max_size: Any) -> None:
+    """NaN had turned the size check off (``len(body) > nan`` is never true)."""
+    with pytest.raises(ConfigurationError, match="max_size"):
+        decode_envelope(BODY, max_size=max_size)
+
+
+def test_decode_envelope_max_size_still_bounds_the_body() -> None:
+    assert decode_envelope(BODY, max_size=len(BODY)).event_name == "note.created"
+    with pytest.raises(PayloadTooLargeError):
+        decode_envelope(BODY, max_size=len(BODY) - 1)
+
+
+@pytest.mark.parametrize("timeout", [True, math.nan, math.inf, 0, -1, "5"])
+def test_redis_store_refuses_a_timeout_that_is_not_finite_seconds(timeout: Any) -> None:
+    """``True`` (a 1 s timeout by accident) and infinity had been kept."""
+    pytest.importorskip("redis")
+    from service_webhooks.stores import RedisStore
+
+    with pytest.raises(ConfigurationError, match="timeout"):
+        RedisStore("redis://127.0.0.1:6379/0", timeout=timeout)
 
 
 def test_delivery_bounds_refuse_nan() -> None:

@@ -34,7 +34,7 @@ import logging
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ._base import ClaimState
+from ._base import ClaimState, check_timeout
 from ._per_loop import PerLoop
 from ._url import redact_url
 
@@ -133,10 +133,10 @@ class RedisStore:
 
     Raises:
         ConfigurationError: ``connection`` is none of the above, ``prefix`` is empty,
-            ``timeout`` is not positive, or a URL redis-py refuses as malformed (no
-            scheme, a port that is not a number, a bad parameter), with its reason,
-            passwords masked. Nothing is connected here: a server that is down fails
-            at the first call, or at :meth:`ping`.
+            ``timeout`` is not a finite number of seconds > 0, or a URL redis-py
+            refuses as malformed (no scheme, a port that is not a number, a bad
+            parameter), with its reason, passwords masked. Nothing is connected
+            here: a server that is down fails at the first call, or at :meth:`ping`.
     """
 
     def __init__(
@@ -154,8 +154,7 @@ class RedisStore:
     ) -> None:
         if not prefix:
             raise ConfigurationError("RedisStore needs a non-empty key prefix")
-        if not timeout > 0:
-            raise ConfigurationError("RedisStore timeout must be > 0 seconds")
+        check_timeout("RedisStore timeout", timeout)
         self.prefix = prefix
         self._timeout = timeout
         self._url: str | None = None
