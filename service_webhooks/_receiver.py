@@ -375,10 +375,15 @@ class WebhookReceiver:
     # -- closing --------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connections the store and the inbox opened, in every thread.
+        """Close the connections the store and the inbox opened, in every thread, and
+        end the thread that renews the claims of running handlers.
 
         Each closes only what it opened itself (a pool or client you passed in stays
-        open) and connects again on its next use, so the receiver stays usable. A
+        open) and connects again on its next use, so the receiver stays usable (the
+        next delivery starts the renewing thread again). Close once the deliveries
+        have finished (a lifespan's or ``atexit``'s shutdown): the claim of a handler
+        still running is no longer renewed, so a redelivery after its lease may run it
+        again. A
         store or inbox without a ``close()`` method is left alone. Calling it again is
         harmless. ``with receiver:`` (``async with``) closes on leaving the block.
 
@@ -386,6 +391,7 @@ class WebhookReceiver:
             Exception: Whatever a store's or inbox's ``close()`` raises (the inbox is
                 still closed when the store's fails).
         """
+        self._renewer.stop()  # its next renewal would open the store's connections again
         try:
             _close(self.store)
         finally:

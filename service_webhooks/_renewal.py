@@ -10,7 +10,7 @@ answer ``NEW``). Only a dead process stops renewing, so only its claim expires.
 
 One daemon thread per receiver does the renewing, started on first use. It holds the
 renewer only weakly, so a receiver that is no longer used (and its store) can be
-collected; the thread then ends at once. It wakes every
+collected; the thread then ends at once, as it does on the receiver's ``close()``. It wakes every
 ``lease / 3`` seconds and renews the claims that were already registered at its
 previous wake-up: those have run for at least one interval, and none runs longer than
 two intervals (two thirds of its lease) before its first renewal, then one between
@@ -104,6 +104,18 @@ class Renewer:
                     )
                     weakref.finalize(self, self._gone.set)  # not a bound method: no cycle
                     self._thread.start()
+
+    def stop(self) -> None:
+        """End the renewer thread, if one runs (:meth:`WebhookReceiver.close`): it
+        returns at once from its wait, or after the renewal it is making. Claims still
+        registered are no longer renewed until the next :meth:`add` starts a new
+        thread, which renews them again. Calling it again is harmless."""
+        with self._wake:
+            if self._thread is None:
+                return
+            self._gone.set()
+            self._gone = threading.Event()
+            self._thread = None
 
     def remove(self, token: str) -> None:
         """Stop renewing ``token``'s claim (its handlers finished).

@@ -214,3 +214,50 @@ async def test_a_blocking_store_subclass_refusing_blocking_calls_is_renewed_on_i
     await asyncio.sleep(0.3)
     await renewer.aremove("t")
     assert store.renewals_on_loop >= 2  # the first wake-up tries a blocking call
+
+
+def _renewer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "service-webhooks-renewer"]
+
+
+def test_stop_ends_the_thread_and_the_next_add_renews_again() -> None:
+    store = Scripted(ClaimState.NEW)
+    renewer = Renewer(store, lease=30.0)  # the thread waits 10 s between beats
+    renewer.add("k", "t")
+    (thread,) = [t for t in _renewer_threads() if t is renewer._thread]
+    renewer.stop()
+    thread.join(2)
+    assert not thread.is_alive()  # it left its 10 s wait at once
+    renewer.stop()  # again: harmless
+
+    renewer._interval = 0.05  # a new thread takes the interval it is started with
+    renewer.add("k", "t2")
+    assert wait_for(lambda: ("k", "t2") in store.calls)
+    renewer.remove("t")
+    renewer.remove("t2")
+    renewer.stop()
+
+
+def test_receiver_close_ends_its_renewer_thread() -> None:
+    """The thread had lived until the receiver was collected: a renewal after close()
+    would have opened the store's connections again."""
+    from service_webhooks import WebhookReceiver, encode_envelope, sign
+
+    receiver = WebhookReceiver("whsec-k", store=MemoryStore(), lease=30.0)
+    receiver.on("order.created")(lambda event: None)
+    body = encode_envelope("order.created", {"id": "o-1"})
+    outcome = receiver.process(body, sign(body, "whsec-k", "org-1"))
+    assert outcome.status == 200
+    thread = receiver._renewer._thread
+    assert thread is not None
+    assert thread.is_alive()
+    receiver.close()
+    thread.join(2)
+    assert not thread.is_alive()
+    # still usable: the next delivery starts the renewing again
+    body = encode_envelope("order.created", {"id": "o-2"})
+    assert receiver.process(body, sign(body, "whsec-k", "org-1")).status == 200
+    again = receiver._renewer._thread
+    assert again is not None
+    assert again.is_alive()
+    receiver.close()
