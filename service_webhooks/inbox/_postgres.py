@@ -34,9 +34,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
+from .._forking import after_fork_of
 from ..stores._base import check_prune_every, check_timeout
 from ..stores._pg_deadline import Deadlines, LoopPools, connection_kwargs
-from ..stores._pg_fork import forget_pools_after_fork
+from ..stores._pg_fork import forget_pools
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
 from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
@@ -218,8 +219,15 @@ class PostgresInbox(SQLInbox):
         self._size_total_found = False
         self._lock = threading.Lock()
         self._apools = LoopPools(self._new_apool, "the inbox's PostgreSQL pool")
-        forget_pools_after_fork(self)  # gunicorn --preload, Celery's prefork pool
         super().__init__()
+        after_fork_of(self, type(self)._after_fork)  # gunicorn --preload, prefork pools
+
+    def _after_fork(self) -> None:
+        """In a forked child: the pools as the store's (see
+        :func:`~service_webhooks.stores._pg_fork.forget_pools`), and a new lock for the
+        prune count (another thread of the parent may have held it at the fork)."""
+        forget_pools(self)
+        self._count_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresInbox(table={self.table!r})"

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from .._forking import after_fork_of, keep_inherited
 from ._pg_deadline import LoopPools
 
-__all__ = ["forget_pools_after_fork"]
+__all__ = ["forget_pools", "forget_pools_after_fork"]
 
 
 class _PoolOwner(Protocol):
@@ -32,10 +32,12 @@ def forget_pools_after_fork(owner: _PoolOwner) -> None:
     """Track ``owner`` (a store or an inbox): in a forked child it drops the pools it
     opened (``_pool`` when ``_own_pool``, every ``_apools`` entry) and a lock another
     thread may have held at the fork."""
-    after_fork_of(owner, _forget_pools)
+    after_fork_of(owner, forget_pools)
 
 
-def _forget_pools(owner: _PoolOwner) -> None:
+def forget_pools(owner: _PoolOwner) -> None:
+    """In a forked child: drop the pools ``owner`` opened (kept referenced, never
+    closed) and make a new lock."""
     owner._lock = threading.Lock()
     if owner._own_pool and owner._pool is not None:
         keep_inherited([owner._pool])

@@ -53,3 +53,26 @@ def test_a_forked_child_opens_its_own_pool(inbox: Any) -> None:
     assert errors == []
     assert not child_sessions & (before | parent_sessions)
     assert list(inbox.search().items) == []  # the parent's pool still works
+
+
+def test_a_prune_count_lock_held_at_the_fork_holds_up_nothing_in_the_child(inbox: Any) -> None:
+    """The lock around the count of records since the last prune was the parent's copy:
+    held by another thread at the fork, it was never released in the child, whose
+    ``record()`` then hung for ever."""
+    import signal
+
+    inbox._count_lock.acquire()  # as another thread recording at the fork
+    try:
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports by its exit status
+            code = 1
+            signal.alarm(10)
+            try:
+                inbox._prune_due()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+    finally:
+        inbox._count_lock.release()
+    assert os.waitstatus_to_exitcode(status) == 0
