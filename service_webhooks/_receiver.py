@@ -212,7 +212,9 @@ class WebhookReceiver:
             duplicates: put ``event.name`` in the key when that can happen). Default:
             SHA-256 of ``o + "\\n" + raw body``. Called for every event that has a
             handler: one that raises, or returns no non-empty ``str``, is answered 500
-            ``configuration`` (retried); one that raises ``Unprocessable``, 422.
+            ``configuration`` (retried); one that raises ``Unprocessable``, 422; one
+            that raises ``RetryLater`` (a lookup it needs is down), 503 with
+            ``Retry-After``.
         lease: Seconds a claim holds before a retry may take it over (a process
             that died mid-handler).
         retention: Seconds a processed key is remembered; at least 48 h.
@@ -985,15 +987,21 @@ class WebhookReceiver:
         if self._key_function is not None:
             try:
                 custom = self._custom_key(self._key_function, event)
-            except (Unprocessable, ConfigurationError) as error:
+            except (Unprocessable, RetryLater, ConfigurationError) as error:
                 # Unprocessable: the function refused the event (422, like a handler's,
-                # at WARNING); anything else is a bug in it: 500, retried, at ERROR
+                # at WARNING); RetryLater: not now (503 with Retry-After, like a
+                # handler's, at WARNING); anything else is a bug in it: 500, retried,
+                # at ERROR
                 cause = error.__cause__
-                refused = isinstance(error, Unprocessable)
+                if isinstance(error, ConfigurationError):
+                    level, said = logging.ERROR, "cannot key"
+                else:
+                    level = logging.WARNING
+                    said = "retry later" if isinstance(error, RetryLater) else "refused"
                 logger.log(
-                    logging.WARNING if refused else logging.ERROR,
+                    level,
                     "service_webhooks: %s %s: %s",
-                    "refused" if refused else "cannot key",
+                    said,
                     loggable(event.name),
                     loggable(str(error)),
                 )
@@ -1019,7 +1027,7 @@ class WebhookReceiver:
         """
         try:
             custom = function(event)
-        except Unprocessable:  # the function refuses the event on purpose: 422
+        except (Unprocessable, RetryLater):  # on purpose: 422 refused, 503 retried later
             raise
         except Exception as error:  # a bug: 500, so the event is retried once it is fixed
             raise ConfigurationError(

@@ -20,6 +20,7 @@ from service_webhooks import (
     MemoryStore,
     NoteCreated,
     Outcome,
+    RetryLater,
     SegmentTrendAlert,
     Unprocessable,
     WebhookReceiver,
@@ -742,3 +743,34 @@ def test_precheck_honours_a_smaller_framework_limit(receiver: WebhookReceiver) -
     assert receiver.precheck("POST", 100, max_body_size=100) is None
     assert receiver.precheck("POST", MAX_BODY_SIZE, max_body_size=10 * MAX_BODY_SIZE) is None
     assert receiver.precheck("POST", MAX_BODY_SIZE + 1, max_body_size=10 * MAX_BODY_SIZE)
+
+
+def test_retry_later_from_the_idempotency_key_function_is_a_503_with_retry_after(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    """A key function whose lookup is down says so as a handler would: it had been
+    answered 500 ``configuration`` and logged at ERROR, as a bug in the function."""
+
+    def key(event: Any) -> str:
+        raise RetryLater("the key's lookup is down")
+
+    ran: list[Any] = []
+    receiver = WebhookReceiver(secrets=secret, store="memory", idempotency_key=key)
+    receiver.on_any(ran.append)
+    outcome = drive(receiver, *signed(make_body("x.y", data={}), org="o-KEY-2"))
+    assert (outcome.status, outcome.reason) == (503, "retry_later")
+    assert "retry-after" in {name.lower() for name, _ in outcome.headers}
+    assert (outcome.event_name, outcome.organization_id) == ("x.y", "o-KEY-2")
+    assert ran == []
+
+
+def test_unprocessable_from_the_idempotency_key_function_is_a_422(
+    secret: str, signed: Signed, make_body: Callable[..., bytes], drive: Drive
+) -> None:
+    def key(event: Any) -> str:
+        raise Unprocessable("no id in this event")
+
+    receiver = WebhookReceiver(secrets=secret, store="memory", idempotency_key=key)
+    receiver.on_any(lambda event: None)
+    outcome = drive(receiver, *signed(make_body("x.y", data={}), org="o-KEY-3"))
+    assert (outcome.status, outcome.reason) == (422, "unprocessable")
