@@ -33,7 +33,9 @@ bodies and return the same envelope.
 from __future__ import annotations
 
 import codecs
+import json
 import math
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -235,14 +237,17 @@ def _general(body: bytes) -> Envelope:
     try:
         raw = _envelope_decoder.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise EnvelopeError(f"body is not a valid envelope: {_describe(error)}") from None
+        detail = _LONE_SURROGATE if _holds_lone_surrogate(body) else _describe(error)
+        raise EnvelopeError(f"body is not a valid envelope: {detail}") from None
     model = EVENT_MODELS.get((raw.eventName, raw.version))
     decoder = _any_decoder if model is None else _model_decoders[raw.eventName, raw.version]
     try:
         data = decoder.decode(raw.data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
         mismatch = model is not None and isinstance(error, msgspec.ValidationError)
-        if model is not None and mismatch:
+        if _holds_lone_surrogate(body):
+            detail, mismatch = _LONE_SURROGATE, False
+        elif model is not None and mismatch:
             detail = f"data does not fit {model.__name__}: {_in_data(str(error))[:200]}"
         else:
             detail = _describe(error)
@@ -285,6 +290,33 @@ def _is_utf8(body: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+_LONE_SURROGATE = (
+    "a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), "
+    "which is no Unicode character (RFC 8259 §8.2; RFC 7493 §2.1 forbids it)"
+)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _holds_lone_surrogate(body: bytes) -> bool:
+    """Whether ``body`` is JSON holding a lone surrogate escape, which msgspec refuses
+    with a message that does not say so ("Input data was truncated", "unexpected end of
+    hex escape"): Python's parser takes the escape, and its text then cannot be encoded.
+    Only on the way to a 400."""
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return False
+    try:
+        json.dumps(json.loads(body, parse_constant=_no_constant), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    except (ValueError, RecursionError):  # not JSON at all, or too deep to tell
+        return False
+    return False
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is no JSON")  # NaN, Infinity: msgspec's own message then
 
 
 def _describe(error: Exception) -> str:

@@ -269,3 +269,43 @@ def test_the_decoded_name_and_version_choose_the_type(body: bytes, name: str, ty
     assert envelope.event_name == name
     assert (type(envelope.data).__name__ == "NoteCreated") is typed
     assert envelope == _general(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"eventName":"x.y","version":1,"data":{"id":"\\ud800"}}',
+        b'{"eventName":"x.y","version":1,"data":{"id":"\\udc00x"}}',
+        b'{"eventName":"x.y","version":1,"data":{"\\ud83d":1}}',
+        b'{"eventName":"note.created","version":1,"data":{"id":"\\ud83d","author":"a","text":"t"}}',
+    ],
+    ids=["high", "low", "in-a-key", "typed"],
+)
+def test_a_lone_surrogate_escape_is_refused_and_named(body: bytes) -> None:
+    """JSON's grammar lets it through (RFC 8259 §8.2), but it is no character: msgspec
+    refused it saying "Input data was truncated" or "unexpected end of hex escape", which
+    sent a reader looking for a body cut short."""
+    with pytest.raises(EnvelopeError, match="lone UTF-16 surrogate escape") as caught:
+        decode_envelope(body)
+    assert not caught.value.model_mismatch
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"eventName":"x.y","version":1,"data":{"id":"\\ud800', "truncated"),
+        (b'{"eventName":"x.y","version":1,"data":NaN,"x":"\\ud800"}', "malformed"),
+    ],
+)
+def test_a_body_with_a_surrogate_escape_but_other_faults_says_those(
+    body: bytes, message: str
+) -> None:
+    with pytest.raises(EnvelopeError, match=message):
+        decode_envelope(body)
+
+
+def test_a_surrogate_pair_and_an_escaped_backslash_decode() -> None:
+    pair = decode_envelope(b'{"eventName":"x.y","version":1,"data":"\\ud83d\\ude00"}')
+    assert pair.data == "\U0001f600"
+    text = decode_envelope(b'{"eventName":"x.y","version":1,"data":"\\\\ud800"}')
+    assert text.data == "\\ud800"
