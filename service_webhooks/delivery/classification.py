@@ -106,7 +106,7 @@ def describe_status(status: int) -> str:
     if result is Result.SUCCESS:
         return f"HTTP {status}: delivered"
     if result is Result.TEMPORARY_FAILURE:
-        return f"HTTP {status}: temporary failure, will be retried"
+        return f"HTTP {status}: temporary failure (retried within 24 h of the first attempt)"
     if 300 <= status <= 399:
         return f"HTTP {status}: permanent failure (redirects are not followed)"
     return f"HTTP {status}: permanent failure, not retried"

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from service_webhooks.delivery import Failure, Result, classify_failure, classify_status
+from service_webhooks.delivery.classification import describe_status
 
 S, T, P = Result.SUCCESS, Result.TEMPORARY_FAILURE, Result.PERMANENT_FAILURE
 
@@ -82,3 +83,12 @@ async def test_status_over_real_socket(
     assert outcome.failure is None
     # Exactly one request: a 3xx is never followed.
     assert len(app.requests) == before + 1
+
+
+@pytest.mark.parametrize("status", [500, 503, 429, 302])
+def test_a_retried_status_promises_no_retry_it_may_not_get(status: int) -> None:
+    """The description of an event's last attempt, just before it dies, had said "will
+    be retried"; a retry comes only within 24 h of the first attempt."""
+    description = describe_status(status)
+    assert "will be retried" not in description
+    assert "24 h" in description
