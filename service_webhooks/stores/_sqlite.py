@@ -188,6 +188,9 @@ class SQLiteStore(SyncStore):
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when no call is at work
+        self._running = 0  # calls at work on a connection, in any thread or event loop
+        self._closing = 0  # close() calls waiting for them
         self._prune_cursor = ""  # prune_step sweeps the keys after this one
         self._checkpointer: Connection | None = None  # a worker thread's, at a time
         self._checkpointing = threading.Lock()
@@ -211,6 +214,9 @@ class SQLiteStore(SyncStore):
         self._connections.clear()  # the same list: close_when_collected() holds it
         at_work = [self._checkpointer] if self._checkpointing.locked() else []
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = 0  # a call at work in another thread at the fork never ends here
+        self._closing = 0
         self._checkpointing = threading.Lock()
         self._local = threading.local()
         self._loop_connections = weakref.WeakKeyDictionary()
@@ -250,17 +256,32 @@ class SQLiteStore(SyncStore):
         cannot write (:func:`cannot_write`) is closed and forgotten, so the next call
         opens the file again and writes once the file (or its file system) is writable
         again, with no restart."""
-        connection = self._connection()
-        connection.at_work += 1
+        with self._lock:  # at work until it ends: close() waits for it
+            self._running += 1
         try:
-            return work(connection, *args)
-        except sqlite3.OperationalError as error:
-            if cannot_write(error):
-                self._local.connection = None
-                self._forget(connection)
-            raise
+            connection = self._connection()
+            connection.at_work += 1
+            try:
+                return work(connection, *args)
+            except sqlite3.OperationalError as error:
+                if cannot_write(error):
+                    self._local.connection = None
+                    self._forget(connection)
+                raise
+            finally:
+                connection.at_work -= 1
         finally:
-            connection.at_work -= 1
+            self._done()
+
+    def _done(self) -> None:
+        """A call at work on a connection ended; the last one wakes a waiting
+        :meth:`close` (a connection closed under a statement of another thread, or of
+        the event loop's group commit, crashes the process). Two plain lock turns a
+        call, no notification unless close() waits."""
+        with self._lock:
+            self._running -= 1
+            if self._closing and not self._running:
+                self._idle.notify_all()
 
     def _forget(self, connection: Connection) -> None:
         """Close ``connection`` (no longer in use) and stop tracking it."""
@@ -384,12 +405,17 @@ class SQLiteStore(SyncStore):
         Raises:
             sqlite3.Error: The transaction could not start or commit; it is rolled back.
         """
-        connection = self._loop_connection()
-        connection.at_work += 1
+        with self._lock:  # at work until it ends: close() waits for it
+            self._running += 1
         try:
-            return self._run_group_on(connection, group)
+            connection = self._loop_connection()
+            connection.at_work += 1
+            try:
+                return self._run_group_on(connection, group)
+            finally:
+                connection.at_work -= 1
         finally:
-            connection.at_work -= 1
+            self._done()
 
     def _run_group_on(self, connection: Connection, group: list[_Queued]) -> list[Any]:
         if len(group) == 1:
@@ -647,18 +673,24 @@ class SQLiteStore(SyncStore):
     def close(self) -> None:
         """Close every connection this store opened (in any thread).
 
-        A checkpoint at work in a worker thread is let finish first (its connection
-        closed under it could crash the process; it takes at most a few
-        milliseconds)."""
-        with self._checkpointing:
-            with self._lock:
-                connections = self._connections[:]
-                self._connections.clear()
-            for connection in connections:
-                connection.close()
+        A checkpoint at work in a worker thread, and calls at work in other threads
+        or in an event loop's group commit (:func:`asyncio.to_thread` from
+        ``receiver.aclose()`` while cancelled deliveries release their claims), are let
+        finish first: a connection closed under one could crash the process."""
+        with self._checkpointing, self._idle:
+            self._closing += 1
+            try:
+                self._idle.wait_for(lambda: not self._running)
+            finally:
+                self._closing -= 1
+            connections = self._connections[:]
+            self._connections.clear()
+            # the next call opens new connections, not these being closed
             self._local = threading.local()
             self._loop_connections = weakref.WeakKeyDictionary()
             self._checkpointer = None
+            for connection in connections:
+                connection.close()
 
     def _prune_due(self) -> bool:
         if not self._prune_every:

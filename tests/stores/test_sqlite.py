@@ -549,6 +549,58 @@ def test_close_lets_a_checkpoint_at_work_finish_first(
         connection.execute("SELECT 1")  # closed by close(), after the checkpoint
 
 
+def test_close_lets_a_call_at_work_in_another_thread_finish_first(tmp_path: Path) -> None:
+    # a connection closed under a statement of another thread (a renewal, a gthread
+    # worker's claim) crashed the process (SIGSEGV)
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    started, order = threading.Event(), []
+
+    def slow(connection: sqlite3.Connection) -> int:
+        started.set()
+        time.sleep(0.05)
+        value = connection.execute("SELECT count(*) FROM service_webhooks_idempotency").fetchone()
+        order.append("work")
+        return int(value[0])
+
+    results: list[int] = []
+    worker = threading.Thread(target=lambda: results.append(store._sync(slow)))
+    worker.start()
+    started.wait()
+    store.close()  # while the call is at work
+    order.append("closed")
+    worker.join()
+    assert (order, results) == (["work", "closed"], [0])
+    assert store.claim("k", "t", 60) is ClaimState.NEW  # connects again
+
+
+async def test_close_from_a_thread_lets_the_loops_group_commit_finish_first(
+    tmp_path: Path,
+) -> None:
+    # receiver.aclose() closes in a worker thread while the loop commits the releases of
+    # deliveries cancelled at shutdown (uvicorn --timeout-graceful-shutdown): SIGSEGV
+    store = SQLiteStore(tmp_path / "keys.sqlite3")
+    started, order = threading.Event(), []
+
+    def slow(connection: sqlite3.Connection) -> int:
+        started.set()
+        time.sleep(0.05)
+        connection.execute("SELECT count(*) FROM service_webhooks_idempotency").fetchone()
+        order.append("work")
+        return 1
+
+    def close_when_started() -> None:
+        started.wait()
+        store.close()
+        order.append("closed")
+
+    closer = threading.Thread(target=close_when_started)
+    closer.start()
+    assert await store._in_group(slow, ()) == 1  # the loop thread is held in slow()
+    await asyncio.to_thread(closer.join)
+    assert order == ["work", "closed"]
+    assert await store.aclaim("k", "t", 60) is ClaimState.NEW  # connects again
+
+
 def _wal_restarts(path: Path) -> int:
     """The WAL header's first salt: one more each time the WAL starts over."""
     with open(f"{path}-wal", "rb") as wal:
