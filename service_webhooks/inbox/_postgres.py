@@ -37,7 +37,7 @@ from .._exceptions import ConfigurationError
 from .._forking import after_fork_of
 from ..stores._base import check_prune_every, check_timeout
 from ..stores._pg_deadline import Deadlines, LoopPools, connection_kwargs
-from ..stores._pg_fork import forget_pools
+from ..stores._pg_fork import close_at_exit, forget_pools
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
 from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
@@ -268,6 +268,7 @@ class PostgresInbox(SQLInbox):
                 if self._pool is None:
                     assert self._conninfo is not None
                     self._pool = ConnectionPool(self._conninfo, open=True, **self._pool_options())
+                    close_at_exit(self._pool)  # Python 3.13: see _pg_fork
                     self._own_pool = True
         return self._pool
 

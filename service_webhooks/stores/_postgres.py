@@ -63,7 +63,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ._base import ClaimState, check_prune_every
 from ._pg_deadline import Deadlines, LoopPools, connection_kwargs
-from ._pg_fork import forget_pools_after_fork
+from ._pg_fork import close_at_exit, forget_pools_after_fork
 from ._url import redact_url
 
 try:
@@ -284,6 +284,7 @@ class PostgresStore:
                             "or pass a conninfo or a pool too"
                         )
                     self._pool = ConnectionPool(self._conninfo, open=True, **self._pool_options())
+                    close_at_exit(self._pool)  # Python 3.13: see _pg_fork
                     self._own_pool = True
         return self._pool
 
