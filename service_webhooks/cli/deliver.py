@@ -67,6 +67,7 @@ from ._json import json_option, strict_loads
 from ._output import console as make_console
 from ._output import literal, print_table
 from ._secret import signing_secret_option
+from ._stopping import SIGTERM_EXIT, cancel_on_sigterm
 from ._tls import ca_file_option
 
 __all__ = ["deliver", "trigger"]
@@ -200,9 +201,9 @@ def trigger(
         delivery = asyncio.run(
             _trigger(endpoint, event, clock, timeout, allow_private_destinations, verify, console)
         )
-    except KeyboardInterrupt:  # Ctrl-C: the attempts made are printed above
+    except (KeyboardInterrupt, _Terminated) as stop:  # the attempts made are printed above
         make_console(stderr=True).print("[red]interrupted: not delivered[/red]")
-        raise SystemExit(130) from None
+        raise SystemExit(SIGTERM_EXIT if isinstance(stop, _Terminated) else 130) from None
     last = delivery.attempts[-1] if delivery.attempts else None
     verdicts = {
         DeliveryState.SUCCEEDED: "[green]delivered[/green]",
@@ -233,6 +234,7 @@ async def _trigger(
         if not isinstance(clock, VirtualClock):  # real time: say how long the wait is
             _wait_line(delivery, clock.now(), queued_at)
 
+    terminated = cancel_on_sigterm()
     async with Sender(
         deadline=timeout, allow_private_destinations=allow_private, verify=verify
     ) as sender:
@@ -240,8 +242,17 @@ async def _trigger(
         emulator.add_endpoint(endpoint)
         queued_at = clock.now()
         (delivery,) = emulator.publish(event)
-        await emulator.run()
+        try:
+            await emulator.run()
+        except asyncio.CancelledError:
+            if terminated:  # SIGTERM: stopped as by Ctrl-C
+                raise _Terminated from None
+            raise
     return delivery
+
+
+class _Terminated(Exception):
+    """``trigger`` stopped by SIGTERM."""
 
 
 def _wait_line(delivery: Delivery, now: float, queued_at: float) -> None:
@@ -492,9 +503,11 @@ def deliver(
     clock: Clock = VirtualClock() if fast else SystemClock()
     dead: list[DeadEvent] = []
     interrupted = False
+    terminated: list[bool] = []
 
     async def run() -> Emulator:
-        nonlocal interrupted
+        nonlocal interrupted, terminated
+        terminated = cancel_on_sigterm()
         async with Sender(
             deadline=timeout,
             allow_private_destinations=allow_private_destinations,
@@ -517,8 +530,9 @@ def deliver(
             try:
                 await emulator.run()
             except asyncio.CancelledError:
-                # Ctrl-C (asyncio.run cancels this task): the attempts in flight were
-                # cancelled; report what was delivered so far, then exit 130.
+                # Ctrl-C (asyncio.run cancels this task) or SIGTERM: the attempts in
+                # flight were cancelled; report what was delivered so far, then exit
+                # 130 (143 after SIGTERM).
                 interrupted = True
             return emulator
 
@@ -552,7 +566,7 @@ def deliver(
         )
         for number, event, why in failed_twins:
             errors.print(_not_delivered_line(number, event, why))
-    if interrupted:
-        raise SystemExit(130)  # as a shell reports a command stopped by SIGINT
+    if interrupted:  # as a shell reports a command stopped by SIGINT or SIGTERM
+        raise SystemExit(SIGTERM_EXIT if terminated else 130)
     if missing or summary.delivered != summary.deliveries:
         raise SystemExit(1)

@@ -53,6 +53,9 @@ from .ratelimit import RateLimiter, delivery_keys
 from .schedule import RetryPolicy
 from .sender import AttemptResult, Sender
 
+_INTERRUPTED = "interrupted before an answer: the receiver may have received it"
+"""An attempt under way when the run was stopped (Ctrl-C): it is listed, and counted."""
+
 __all__ = ["Delivery", "DeliveryState", "Emulator", "Summary", "sample_event_for"]
 
 
@@ -258,7 +261,7 @@ class Emulator:
         """
         event = event or sample_event_for(endpoint)
         delivery = Delivery(event, endpoint, self.clock.now())
-        outcome = await self._send(delivery)
+        outcome = await self._send(delivery, int(self.signing_clock()))
         return self._entry(delivery, 1, delivery.queued_at, outcome)
 
     # -- queueing ------------------------------------------------------------------
@@ -356,14 +359,14 @@ class Emulator:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         return self.summary()
 
-    async def _send(self, delivery: Delivery) -> AttemptResult:
+    async def _send(self, delivery: Delivery, timestamp: int) -> AttemptResult:
         endpoint = delivery.endpoint
         return await self.sender.send(
             endpoint.url,
             delivery.event.body,
             secret=endpoint.secret,
             organization_id=delivery.event.organization_id,
-            timestamp=int(self.signing_clock()),
+            timestamp=timestamp,
             linger=self._virtual,
         )
 
@@ -386,7 +389,24 @@ class Emulator:
         )
 
     async def _attempt(self, delivery: Delivery, started: float) -> None:
-        outcome = await self._send(delivery)
+        timestamp = int(self.signing_clock())
+        began = time.perf_counter()
+        try:
+            outcome = await self._send(delivery, timestamp)
+        except asyncio.CancelledError:  # the run was stopped (Ctrl-C) with this one out
+            interrupted = AttemptResult(
+                Result.TEMPORARY_FAILURE,
+                None,
+                None,
+                _INTERRUPTED,
+                "",
+                time.perf_counter() - began,
+                timestamp,
+            )
+            entry = self._entry(delivery, len(delivery.attempts) + 1, started, interrupted)
+            delivery.attempts.append(entry)  # a request was made: it counts, and is listed
+            self.audit.record(entry)
+            raise
         entry = self._entry(delivery, len(delivery.attempts) + 1, started, outcome)
         delivery.attempts.append(entry)
         self.audit.record(entry)

@@ -205,11 +205,18 @@ def test_piped_output_is_never_wrapped(status_server: Any, tmp_path: Path) -> No
     assert "failure notifications\t0" in result.stdout.splitlines()
 
 
+STOPS = pytest.mark.parametrize(
+    ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+
+
+@STOPS
 def test_ctrl_c_stops_deliver_with_its_report_and_exit_code_130(
-    status_server: Any, tmp_path: Path
+    status_server: Any, tmp_path: Path, stop: signal.Signals, code: int
 ) -> None:
     """An interrupted run still prints the summary, writes the audit log and names the
-    events not delivered (here: both wait a minute for their retry after a 503)."""
+    events not delivered (here: both wait a minute for their retry after a 503).
+    SIGTERM had killed the process silently: no summary, no audit log."""
     url, app = status_server
     marker = f"n-int-{len(app.requests)}"
     events = write_events(
@@ -237,9 +244,9 @@ def test_ctrl_c_stops_deliver_with_its_report_and_exit_code_130(
         time.sleep(0.05)
     assert attempts() == 2, "both first attempts were made"
     time.sleep(1.0)  # their 503s reach the emulator (an attempt in flight is abandoned)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     stdout, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
+    assert process.returncode == code, stderr
     assert re.search(r"attempts\s+2", stdout), stdout
     assert "interrupted" in stderr
     assert "2 of 2 event(s) not delivered" in stderr
@@ -248,7 +255,10 @@ def test_ctrl_c_stops_deliver_with_its_report_and_exit_code_130(
     assert [row["status"] for row in rows] == [503, 503]
 
 
-def test_ctrl_c_stops_trigger_with_exit_code_130(status_server: Any) -> None:
+@STOPS
+def test_ctrl_c_stops_trigger_with_exit_code_130(
+    status_server: Any, stop: signal.Signals, code: int
+) -> None:
     url, app = status_server
     marker = f"n-int-trigger-{len(app.requests)}"
     arguments = [
@@ -264,9 +274,48 @@ def test_ctrl_c_stops_trigger_with_exit_code_130(status_server: Any) -> None:
             break
         time.sleep(0.05)
     time.sleep(1.0)  # its 503 reaches trigger, which then waits a minute for the retry
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     stdout, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
+    assert process.returncode == code, stderr
     assert "503" in stdout
     assert "interrupted: not delivered" in stderr
     assert "Aborted" not in stderr + stdout
+
+
+def test_deliver_stopped_with_a_request_in_flight_counts_and_names_it(
+    slow_receiver: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    """The summary had said ``attempts 0`` and "queued: no attempt" for a request the
+    receiver had got (its handler still ran to the end)."""
+    url, seen = slow_receiver
+    marker = f"n-in-flight-{len(seen)}-{time.monotonic_ns()}"
+    events = write_events(
+        tmp_path / "events.jsonl",
+        {
+            "eventName": "note.created",
+            "data": {"id": marker, "author": "a@example.com", "text": "t"},
+        },
+    )
+    audit = tmp_path / "audit.json"
+    process = subprocess.Popen(
+        [
+            *(COMMAND, "deliver", "--url", url, "--secret", SECRET, "--events", str(events)),
+            *("--allow-private-destinations", "--audit-log", str(audit)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)  # the request is out; the handler takes 2 s
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert re.search(r"attempts\s+1", stdout), stdout
+    assert "interrupted before an answer" in stderr
+    assert "no attempt" not in stderr
+    (row,) = json.loads(audit.read_text(encoding="utf-8"))
+    assert (row["status"], row["attempt"]) == (None, 1)
+    deadline = time.monotonic() + 10
+    while marker not in seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker in seen  # the receiver had it: "may have received it" was true

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
@@ -400,3 +401,42 @@ def test_a_duplicate_delay_that_is_no_span_of_time_is_refused(
     with pytest.raises(ConfigurationError, match="duplicate_delay must be a finite number"):
         Emulator(mock_sender(Recording(200)), duplicates=0.5, duplicate_delay=delay)
     Emulator(mock_sender(Recording(200)), duplicates=0.5, duplicate_delay=0)  # at once: fine
+
+
+class _Unanswered(httpx.AsyncBaseTransport):
+    """A receiver that got the request and has not answered yet."""
+
+    def __init__(self) -> None:
+        self.received = asyncio.Event()
+        self.signature = ""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.signature = request.headers[SIGNATURE_HEADER]
+        self.received.set()
+        await asyncio.Event().wait()  # never answers
+        raise AssertionError("unreachable")
+
+
+async def test_an_attempt_in_flight_when_the_run_is_stopped_is_counted_and_listed(
+    mock_sender: Any,
+) -> None:
+    """``deliver`` stopped by Ctrl-C had reported ``attempts 0`` and "queued: no
+    attempt" for requests the receiver had already got (and handled)."""
+    transport = _Unanswered()
+    async with mock_sender(transport) as sender:
+        emulator = Emulator(sender, clock=VirtualClock())
+        emulator.add_endpoint(endpoint())
+        emulator.publish([note()])
+        run = asyncio.create_task(emulator.run())
+        await asyncio.wait_for(transport.received.wait(), 5)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    (delivery,) = emulator.deliveries
+    (attempt,) = delivery.attempts
+    assert attempt.description.startswith("interrupted before an answer")
+    assert (attempt.status, attempt.result) == (None, Result.TEMPORARY_FAILURE)
+    assert attempt.timestamp == parse_signature_header(transport.signature).timestamp
+    assert emulator.summary().attempts == 1
+    assert emulator.audit.entries(delivery.endpoint.id) == [attempt]
+    assert not delivery.state.final  # not delivered, not failed: the outcome is unknown
