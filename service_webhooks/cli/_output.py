@@ -18,6 +18,7 @@ from rich.text import Text
 
 from service_webhooks._reporting import printable
 from service_webhooks.stores import redact_url
+from service_webhooks.stores._url import redact_message
 
 __all__ = ["cannot_open", "console", "literal", "print_table"]
 
@@ -37,7 +38,7 @@ def cannot_open(what: str, url: str, error: Exception) -> click.ClickException:
     """``cannot open the <what> at <url>: <Type>: <first line>`` (exit 1), passwords
     masked in both the URL and the driver's message."""
     lines = str(error).strip().splitlines()
-    reason = f": {redact_url(lines[0])}" if lines else ""
+    reason = f": {redact_message(lines[0], url)}" if lines else ""
     return click.ClickException(
         f"cannot open the {what} at {redact_url(url)}: {type(error).__name__}{reason}"
     )

@@ -64,7 +64,7 @@ from .._exceptions import ConfigurationError
 from ._base import ClaimState, check_prune_every
 from ._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ._pg_fork import close_at_exit, forget_pools_after_fork
-from ._url import redact_url
+from ._url import redact_message, redact_url
 
 try:
     import psycopg
@@ -256,7 +256,7 @@ class PostgresStore:
                 conninfo, timeout, statement_timeout, prepared_statements
             )
         except psycopg.ProgrammingError as error:
-            reason = redact_url(str(error).strip())
+            reason = redact_message(str(error).strip(), conninfo or "")
             raise ConfigurationError(f"invalid PostgreSQL conninfo: {reason}") from None
         self._prune_every = prune_every
         self._claims = 0

@@ -36,7 +36,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ._base import ClaimState, check_timeout
 from ._per_loop import PerLoop
-from ._url import redact_url
+from ._url import redact_message, redact_url
 
 try:
     import redis
@@ -166,7 +166,7 @@ class RedisStore:
             try:
                 client = redis.Redis.from_url(connection, **{**defaults, **options})
             except ValueError as error:  # redis-py's (or urllib's) refusal of its form
-                reason = redact_url(str(error))
+                reason = redact_message(str(error), connection)
                 raise ConfigurationError(f"invalid Redis URL: {reason}") from None
         elif isinstance(connection, redis.Redis):
             client = connection

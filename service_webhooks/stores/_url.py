@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import unquote_plus
 
 from .._exceptions import ConfigurationError
 from .._storage_url import (
@@ -109,14 +110,63 @@ def redact_url(url: str) -> str:
     if "://" not in url:
         return _PASSWORD_FIELD.sub(r"\1***", url)
     scheme, _, rest = url.partition("://")
-    before_query = rest.split("?", 1)[0].split("#", 1)[0]
-    at = before_query.rfind("@")  # the last "@" ends the userinfo, even in a bad password
+    at = _userinfo_end(scheme, rest)
     if at >= 0:
         userinfo, rest = rest[:at], rest[at:]
         if ":" in userinfo:
             userinfo = userinfo.partition(":")[0] + ":" + _REDACTED
         rest = userinfo + rest
     return scheme + "://" + _SECRET_PARAM.sub(r"\1" + _REDACTED, rest)
+
+
+def _userinfo_end(scheme: str, rest: str) -> int:
+    """Where the userinfo of ``scheme://rest`` ends (the index of its ``@`` in ``rest``),
+    or -1 without one.
+
+    The last ``@`` before the query ends it, even in a password with an unescaped
+    ``/``. libpq reads a PostgreSQL URL's userinfo up to an ``@`` met before any ``/``,
+    so a password holding an unescaped ``?`` or ``#`` connects: that ``@`` ends it too.
+    """
+    before_query = rest.split("?", 1)[0].split("#", 1)[0]
+    at = before_query.rfind("@")
+    if scheme.lower() in POSTGRES_SCHEMES:
+        at = max(at, rest.split("/", 1)[0].rfind("@"))
+    return at
+
+
+def _passwords(url: str) -> list[str]:
+    """The password of ``url`` as each reader of it may cut it (raw and decoded)."""
+    if "://" not in url:
+        found = _PASSWORD_FIELD.search(url)
+        return [found.group(2).strip("'")] if found else []
+    scheme, _, rest = url.partition("://")
+    found: list[str] = []
+    # the widest cut of all: urllib ends the host at a "#", "?" or "/" of the password
+    at = max(_userinfo_end(scheme, rest), rest.split("/", 1)[0].rfind("@"))
+    if at >= 0 and ":" in rest[:at]:
+        found.append(rest[:at].partition(":")[2])
+    found += [match.group(1) for match in _SECRET_VALUE.finditer(rest)]
+    found += [unquote_plus(text) for text in found]
+    return [text for text in found if text]
+
+
+def redact_message(message: str, url: str) -> str:
+    """A driver's message about ``url`` safe to print or log: the URL's password, and
+    any quoted piece of it, masked as ``***`` (redis-py quotes the "port" it found in a
+    password with an unescaped ``#``, libpq a badly percent-encoded password whole).
+    Any URL the message holds is redacted too (:func:`redact_url`). Never raises."""
+    passwords = _passwords(url)
+
+    def quoted(match: re.Match[str]) -> str:
+        text = match.group(2)
+        if text and any(text in password for password in passwords):
+            return match.group(1) + _REDACTED + match.group(1)
+        return match.group(0)
+
+    message = _QUOTED.sub(quoted, message)
+    for password in sorted(passwords, key=len, reverse=True):
+        message = message.replace(password, _REDACTED)
+    return redact_url(message)
 
 
 def store_from_env(default: str = f"sqlite:{DEFAULT_SQLITE_PATH}") -> IdempotencyStore:
@@ -128,5 +178,8 @@ def store_from_env(default: str = f"sqlite:{DEFAULT_SQLITE_PATH}") -> Idempotenc
     return store_from_url(os.environ.get(ENV_VAR) or default)
 
 
-_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=)[^&#]*")
+_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=)[^&]*")
+# libpq reads a query value up to the next "&": a "#" is part of it
+_SECRET_VALUE = re.compile(r"(?i)[?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=([^&]*)")
+_QUOTED = re.compile(r"""(["'])(.*?)\1""")
 _PASSWORD_FIELD = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")

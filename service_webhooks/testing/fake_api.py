@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hmac
 import socket
 import threading
 import time
@@ -263,6 +264,13 @@ def _limit(request: Request, default: int) -> int:
     return value
 
 
+def _same(given: str, expected: str) -> bool:
+    """Whether a request's ``Authorization`` is the expected one, in constant time: the
+    fake may listen on a network (``api serve-fake --host``), so no timing tells how
+    much of a guessed key is right."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
 class FakeAPI:
     """An ASGI app faking the service's API (see the module docstring).
 
@@ -348,10 +356,10 @@ class FakeAPI:
         return None
 
     def _authorized(self, request: Request, *, write: bool) -> Response | None:
-        header = request.headers.get("authorization")
-        if header == f"Basic {self.api_key}":
+        header = request.headers.get("authorization") or ""
+        if _same(header, f"Basic {self.api_key}"):
             return None
-        if self.read_only_key is not None and header == f"Basic {self.read_only_key}":
+        if self.read_only_key is not None and _same(header, f"Basic {self.read_only_key}"):
             return _error(403, "this API key may not cancel operations") if write else None
         return _error(401, "missing or invalid API key")
 

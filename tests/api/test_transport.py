@@ -246,3 +246,31 @@ class _AsyncSleeper:
 async def test_the_async_client_takes_any_coroutine_function_as_sleep(sleep: Any) -> None:
     async with AsyncClient("k", base_url="http://api.invalid", sleep=sleep):
         pass
+
+
+def test_the_fake_compares_api_keys_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``api serve-fake`` may listen on a network: its key check goes through
+    ``hmac.compare_digest`` (it was ``==``), and a header that is not ASCII is a 401,
+    not a server error."""
+    import hmac
+
+    from starlette.testclient import TestClient
+
+    calls: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", counting)
+    client = TestClient(FakeAPI(api_key="k3y-right", read_only_key="k3y-reads"))
+    path = "/operations/v1"
+    assert client.get(path, headers={"Authorization": "Basic k3y-right"}).status_code == 200
+    assert client.get(path, headers={"Authorization": "Basic k3y-reads"}).status_code == 200
+    assert client.get(path, headers={"Authorization": "Basic k3y-wrong"}).status_code == 401
+    latin = {"Authorization": "Basic k\xe9y".encode("latin-1")}
+    assert client.get(path, headers=latin).status_code == 401  # type: ignore[dict-item]
+    assert client.get(path).status_code == 401
+    assert calls
+    assert all(b"k3y-right" in expected or b"k3y-reads" in expected for _, expected in calls)

@@ -151,6 +151,10 @@ def test_env_var_wins_over_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path
         ("postgresql://app:hunter2@db/webhooks", "postgresql://app:***@db/webhooks"),
         ("rediss://user:hunter2@cache/1?prefix=x", "rediss://user:***@cache/1?prefix=x"),
         ("postgresql://app:hun/ter2@db/w", "postgresql://app:***@db/w"),  # unescaped "/"
+        # libpq takes a password with an unescaped "?" or "#" (it connects): masked too
+        ("postgresql://app:hun?ter2@db:5432/w", "postgresql://app:***@db:5432/w"),
+        ("postgres://app:hun#ter2@db/w?sslmode=require", "postgres://app:***@db/w?sslmode=require"),
+        ("postgresql://app@db/w?password=hun#ter2", "postgresql://app@db/w?password=***"),
         (
             "postgresql://app@db/w?password=hunter2&sslmode=require",
             "postgresql://app@db/w?password=***&sslmode=require",
@@ -170,13 +174,51 @@ def test_redact_url_hides_only_the_password(url: str, redacted: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://:hunter2@cache.internal:6379/0", "postgresql://app:hunter2@db.internal/w"]
+    "url",
+    [
+        "redis://:hun#ter2@cache:6379/0",  # redis-py: port 'hun'
+        "redis://app:hun/ter2@cache:6379/0",
+        "redis://:hun?ter2@cache:6379/0",
+        "postgresql://app:hun%zzter2@db/w",  # libpq: invalid percent-encoded token "..."
+    ],
+)
+def test_a_refused_url_s_message_quotes_no_piece_of_its_password(url: str) -> None:
+    """The driver's own message quotes what it could not read, which may be the
+    password or its start: the ConfigurationError masks it."""
+    pytest.importorskip("redis" if url.startswith("redis") else "psycopg")
+    with pytest.raises(ConfigurationError) as caught:
+        store_from_url(url)
+    assert "hun" not in str(caught.value)
+    assert "ter2" not in str(caught.value)
+    assert "***" in str(caught.value)
+
+
+def test_a_refused_inbox_url_is_a_configuration_error_without_the_password() -> None:
+    """PostgresInbox parses its conninfo as the store does (it raised psycopg's
+    ProgrammingError, quoting the password, out of ``inbox list``)."""
+    pytest.importorskip("psycopg")
+    from service_webhooks.inbox import PostgresInbox
+
+    with pytest.raises(ConfigurationError) as caught:
+        PostgresInbox("postgresql://app:hun%zzter2@db/w")
+    assert "hun" not in str(caught.value)
+    assert "***" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2@cache.internal:6379/0",
+        "postgresql://app:hunter2@db.internal/w",
+        "postgresql://app:hun?ter2@db.internal/w",
+        "postgresql://app:hun#ter2@db.internal/w",
+    ],
 )
 def test_store_reprs_show_where_but_never_the_password(url: str) -> None:
     pytest.importorskip("redis" if url.startswith("redis") else "psycopg")
     store = store_from_url(url)
     text = repr(store)
-    assert "hunter2" not in text
+    assert "ter2" not in text
     assert ".internal" in text
     assert "***" in text
 
