@@ -210,7 +210,8 @@ def test_the_mismatch_says_whether_v_is_a_digest_at_all() -> None:
         (f"o:o-1,t:{NOW},v:{wrong}", [retired], "no accepted secret produces this signature"),
         (non_canonical, [Secret(KEY)], "v is not a base64 HMAC-SHA256 digest"),
         (f"o:o-1,t:{NOW},v:!!!", [retired], "v is not a base64 HMAC-SHA256 digest"),
-        (f"o:o-1,t:{NOW},v:!!!", [], "v is not a base64 HMAC-SHA256 digest"),
+        # no candidate at all (a resolver's empty answer; an empty list is refused)
+        (f"o:o-1,t:{NOW},v:!!!", lambda o: [], "v is not a base64 HMAC-SHA256 digest"),
     ]
     for value, secrets, message in cases:
         with pytest.raises(SignatureMismatchError, match=message):
