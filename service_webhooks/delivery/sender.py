@@ -68,6 +68,7 @@ from .addresses import (
     check_addresses,
 )
 from .classification import Failure, Result, classify_failure, classify_status, describe_status
+from .endpoint import check_url
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_DEADLINE", "USER_AGENT", "AttemptResult", "Sender"]
 
@@ -465,7 +466,13 @@ class Sender:
 
         Returns:
             The :class:`AttemptResult`.
+
+        Raises:
+            ConfigurationError: ``url`` is not an endpoint URL (:func:`.check_url`):
+                another scheme, no host, or credentials, which httpx would otherwise
+                send to the receiver as ``Authorization: Basic``.
         """
+        check_url(url)
         started = time.perf_counter()
         t = int(time.time()) if timestamp is None else timestamp
         headers = {

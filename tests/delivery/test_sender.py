@@ -56,6 +56,22 @@ async def test_request_is_a_signed_post_of_the_exact_body(Recording: Any, mock_s
     assert one.headers[SIGNATURE_HEADER] != two.headers[SIGNATURE_HEADER]
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["https://user:pw@hooks.example.com/in", "https://user@hooks.example.com/in", "ftp://h/x"],
+)
+async def test_a_url_that_is_no_endpoint_url_is_refused_before_anything_is_sent(
+    Recording: Any, mock_sender: Any, url: str
+) -> None:
+    """``Endpoint`` and the CLI refused credentials in the URL, but ``Sender.send``
+    called directly sent them to the receiver as ``Authorization: Basic``."""
+    transport = Recording(200)
+    async with mock_sender(transport) as sender:
+        with pytest.raises(ConfigurationError, match="endpoint URL"):
+            await sender.send(url, BODY, secret="whsec-1", organization_id="o-1")
+    assert transport.calls == []
+
+
 async def test_default_timestamp_is_now(Recording: Any, mock_sender: Any) -> None:
     transport = Recording(200)
     async with mock_sender(transport) as sender:
