@@ -20,10 +20,11 @@ from service_webhooks.stores import ClaimState
 pytest.importorskip("redis")
 import redis
 import redis.asyncio
+from sw_services import REDIS_URL
 
 from service_webhooks.stores._redis import RedisStore
 
-URL = "redis://127.0.0.1:6379/0"
+URL = REDIS_URL  # the fixtures' server and database ($SERVICE_WEBHOOKS_TEST_REDIS)
 pytestmark = pytest.mark.services
 
 
