@@ -341,9 +341,10 @@ def _load_receiver(spec: str) -> WebhookReceiver:
 @click.option(
     "--receiver",
     "receiver_spec",
-    required=True,
+    default=None,
     metavar="MODULE:ATTR",
-    help="Your WebhookReceiver (its handlers, store and inbox), e.g. myapp.hooks:receiver.",
+    help="Your WebhookReceiver (its handlers, store and inbox), e.g. myapp.hooks:receiver; "
+    "required unless --dry-run.",
 )
 @click.option("--force", is_flag=True, help="Run the handlers even of processed deliveries.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be replayed.")
@@ -352,7 +353,7 @@ def replay(
     delivery_ids: Sequence[str],
     statuses: Sequence[str],
     since: str | None,
-    receiver_spec: str,
+    receiver_spec: str | None,
     force: bool,
     dry_run: bool,
 ) -> None:
@@ -365,6 +366,8 @@ def replay(
         check_replay_selection(delivery_ids, {"--status": statuses}, since)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+    if receiver_spec is None and not dry_run:  # a dry run runs no handler: none needed
+        raise click.UsageError("Missing option '--receiver' (required unless --dry-run).")
     with _opened(store, schema=True) as source:  # as the receiver it loads would
         if delivery_ids:
             records = [_find(source, delivery_id) for delivery_id in delivery_ids]
@@ -375,6 +378,7 @@ def replay(
             click.echo(dry_run_line(record))
         click.echo(replay_total(len(records)), err=True)
         return
+    assert receiver_spec is not None  # checked above
     receiver = _load_receiver(receiver_spec)
     if receiver.inbox is None:
         raise click.UsageError(f"{NO_INBOX}: nothing to replay")

@@ -420,6 +420,16 @@ def test_replay_a_status_selection_dry_run_then_for_real(box: Box) -> None:
     assert box.ran() == ["n-2", "n-2"]
 
 
+def test_a_dry_run_needs_no_receiver_and_a_real_replay_does(box: Box) -> None:
+    """``--dry-run`` runs no handler, yet it had demanded ``--receiver``."""
+    failed = box.ids["handler_failed"]
+    result = run("replay", failed, "--store", box.store, "--dry-run")
+    assert result.stdout.splitlines() == [f"{failed}\tnote.created\thandler_failed\twould replay"]
+    refused = run("replay", failed, "--store", box.store, code=2)
+    assert "Missing option '--receiver'" in refused.stderr
+    assert box.ran() == ["n-2"]  # neither ran a handler
+
+
 def test_replay_through_a_receiver_of_another_inbox_fails_per_record(box: Box) -> None:
     failed = box.ids["handler_failed"]
     result = run("replay", failed, "--receiver", f"{box.module}:other", "--store", box.store,
