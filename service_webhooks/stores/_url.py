@@ -137,8 +137,8 @@ def _userinfo_end(scheme: str, rest: str) -> int:
 def _passwords(url: str) -> list[str]:
     """The password of ``url`` as each reader of it may cut it (raw and decoded)."""
     if "://" not in url:
-        found = _PASSWORD_FIELD.search(url)
-        return [found.group(2).strip("'")] if found else []
+        field = _PASSWORD_FIELD.search(url)
+        return [field.group(2).strip("'")] if field else []
     scheme, _, rest = url.partition("://")
     found: list[str] = []
     # the widest cut of all: urllib ends the host at a "#", "?" or "/" of the password
