@@ -129,8 +129,15 @@ def pop_query(url: str, *names: str) -> tuple[str, dict[str, str]]:
     The other parameters are left for the driver exactly as written: not decoded and
     encoded again, which would turn ``%20`` into ``+``, a literal plus sign to libpq
     (``?options=-c%20synchronous_commit%3Doff`` must reach it unchanged).
+
+    Raises:
+        ConfigurationError: ``url`` cannot be split (an unclosed ``[`` of an IPv6
+            host); the message does not show the URL (it may hold a password).
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # urllib's "Invalid IPv6 URL"
+        raise ConfigurationError(f"invalid store URL: {error} (an unclosed '['?)") from None
     ours: dict[str, str] = {}
     kept: list[str] = []
     for name, value, piece in _parameters(parts.query):

@@ -318,3 +318,13 @@ def test_a_store_class_instead_of_an_instance_is_refused(store: type) -> None:
 
     with pytest.raises(ConfigurationError, match=f"not the class {store.__name__}"):
         WebhookReceiver("s", store=store)
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://:hunter2@[::1", "postgresql://u:hunter2@[::1/db", "postgres://[::1:5432/db"]
+)
+def test_an_unclosed_ipv6_bracket_is_a_configuration_error(url: str) -> None:
+    """urllib's bare ``ValueError`` ("Invalid IPv6 URL") had escaped the URL parsers."""
+    with pytest.raises(ConfigurationError, match="unclosed") as caught:
+        store_from_url(url)
+    assert "hunter2" not in str(caught.value)
