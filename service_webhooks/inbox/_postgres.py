@@ -39,7 +39,7 @@ from ..stores._base import check_prune_every, check_timeout
 from ..stores._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ..stores._pg_fork import close_at_exit, forget_pools
 from ..stores._postgres import SCHEMA_LOCK, PostgresStore
-from ..stores._url import redact_message, redact_url
+from ..stores._url import redact_url
 from ._base import DEFAULT_INBOX_RETENTION, ReceivedDelivery, Replay, check_bounds
 from ._sql import SQLInbox, derived_name, derived_table, encode_replay, schema, size_total_table
 
@@ -214,11 +214,7 @@ class PostgresInbox(SQLInbox):
         self._max_size = max_size
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
-        try:  # parsed now, as the store's: a malformed conninfo fails here
-            self._kwargs = connection_kwargs(conninfo, timeout, None, prepared_statements)
-        except psycopg.ProgrammingError as error:
-            reason = redact_message(str(error).strip(), conninfo or "")
-            raise ConfigurationError(f"invalid PostgreSQL conninfo: {reason}") from None
+        self._kwargs = connection_kwargs(conninfo, timeout, None, prepared_statements)
         self._prune_every = prune_every
         self._size_total_found = False
         self._lock = threading.Lock()

@@ -55,8 +55,10 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "postgres", "psycopg", "psycopg_pool", what="a PostgreSQL store or inbox", cause=error
     ) from error
 
+from .._exceptions import ConfigurationError
 from .._forking import after_fork_in_child
 from ._per_loop import PerLoop
+from ._url import redact_message
 
 __all__ = ["Deadlines", "LoopPools", "connection_kwargs"]
 
@@ -188,14 +190,23 @@ def connection_kwargs(
     one), the server-side ``statement_timeout`` added to the ``options`` that
     ``conninfo`` sets (``None``: the server's own), and no prepared statements when
     ``prepared_statements`` is false (a pooler in transaction mode: each statement may
-    reach another server connection, where psycopg's prepared ones do not exist)."""
+    reach another server connection, where psycopg's prepared ones do not exist).
+
+    Raises:
+        ConfigurationError: ``conninfo`` is malformed, with libpq's reason, the
+            password masked (it may quote it).
+    """
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "connect_timeout": max(2, math.ceil(timeout)),  # libpq's unit: whole seconds
     }
     if not prepared_statements:
         kwargs["prepare_threshold"] = None  # psycopg's switch: never prepare
-    given = conninfo_to_dict(conninfo) if conninfo else {}
+    try:  # parsed now: a malformed conninfo fails here, not at the first delivery
+        given = conninfo_to_dict(conninfo) if conninfo else {}
+    except psycopg.ProgrammingError as error:
+        reason = redact_message(str(error).strip(), conninfo or "")
+        raise ConfigurationError(f"invalid PostgreSQL conninfo: {reason}") from None
     if statement_timeout is not None:
         options = str(given.get("options") or "")
         limit = f"-c statement_timeout={round(statement_timeout * 1000)}"

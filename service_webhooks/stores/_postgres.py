@@ -64,7 +64,7 @@ from .._exceptions import ConfigurationError
 from ._base import ClaimState, check_prune_every
 from ._pg_deadline import Deadlines, LoopPools, connection_kwargs
 from ._pg_fork import close_at_exit, forget_pools_after_fork
-from ._url import redact_message, redact_url
+from ._url import redact_url
 
 try:
     import psycopg
@@ -251,13 +251,7 @@ class PostgresStore:
         self._sizes = (min_size, max_size)
         self._timeout = timeout
         self._deadlines = Deadlines(timeout, self._timed_out)
-        try:  # parsed now: a malformed conninfo fails here, not at the first delivery
-            self._kwargs = connection_kwargs(
-                conninfo, timeout, statement_timeout, prepared_statements
-            )
-        except psycopg.ProgrammingError as error:
-            reason = redact_message(str(error).strip(), conninfo or "")
-            raise ConfigurationError(f"invalid PostgreSQL conninfo: {reason}") from None
+        self._kwargs = connection_kwargs(conninfo, timeout, statement_timeout, prepared_statements)
         self._prune_every = prune_every
         self._claims = 0
         self._lock = threading.Lock()
