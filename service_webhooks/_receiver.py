@@ -385,9 +385,9 @@ class WebhookReceiver:
         next delivery starts the renewing thread again). Close once the deliveries
         have finished (a lifespan's or ``atexit``'s shutdown): the claim of a handler
         still running is no longer renewed, so a redelivery after its lease may run it
-        again. A
-        store or inbox without a ``close()`` method is left alone. Calling it again is
-        harmless. ``with receiver:`` (``async with``) closes on leaving the block.
+        again. A store or inbox without a ``close()`` method is left alone. Calling it
+        again is harmless. ``with receiver:`` (``async with``) closes on leaving the
+        block.
 
         Raises:
             Exception: Whatever a store's or inbox's ``close()`` raises (the inbox is

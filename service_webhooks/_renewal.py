@@ -10,8 +10,8 @@ answer ``NEW``). Only a dead process stops renewing, so only its claim expires.
 
 One daemon thread per receiver does the renewing, started on first use. It holds the
 renewer only weakly, so a receiver that is no longer used (and its store) can be
-collected; the thread then ends at once, as it does on the receiver's ``close()``. It wakes every
-``lease / 3`` seconds and renews the claims that were already registered at its
+collected; the thread then ends at once, as it does on the receiver's ``close()``.
+It wakes every ``lease / 3`` seconds and renews the claims that were already registered at its
 previous wake-up: those have run for at least one interval, and none runs longer than
 two intervals (two thirds of its lease) before its first renewal, then one between
 renewals. Registering and unregistering a delivery costs one dict operation each (no
