@@ -490,25 +490,31 @@ async def test_a_full_pool_fails_the_waiting_calls_within_the_timeout(
         await store.aclose()
 
 
+def _getconn_raising_first(monkeypatch: pytest.MonkeyPatch, errors: list[Exception]) -> None:
+    """Every asyncio pool's ``getconn`` raises each of ``errors`` in turn, then works."""
+    from psycopg_pool import AsyncConnectionPool
+
+    real = AsyncConnectionPool.getconn
+
+    async def getconn(self: Any, timeout: float | None = None) -> Any:
+        if errors:
+            raise errors.pop()
+        return await real(self, timeout)
+
+    monkeypatch.setattr(AsyncConnectionPool, "getconn", getconn)
+
+
 async def test_a_checkout_whose_turn_came_at_the_deadline_says_the_same(
     schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A call whose turn at the pool came just as its time ran out (the connection ahead
     of it discarded at its own deadline) fails as the other waiters do, and leaves its
     place in the queue to the next call."""
-    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+    from psycopg_pool import PoolTimeout
 
     store = PostgresStore(URL, table=f"{schema}.keys", max_size=1, timeout=0.5)
     store.create_schema()
-    real = AsyncConnectionPool.getconn
-    late = [PoolTimeout("couldn't get a connection after 0.00 sec")]
-
-    async def getconn(self: Any, timeout: float | None = None) -> Any:
-        if late:
-            raise late.pop()
-        return await real(self, timeout)
-
-    monkeypatch.setattr(AsyncConnectionPool, "getconn", getconn)
+    _getconn_raising_first(monkeypatch, [PoolTimeout("couldn't get a connection after 0.00 sec")])
     try:
         with pytest.raises(PoolTimeout, match=r"no connection of the pool was free within 0\.5 s"):
             await store.aclaim("k", "t", 60)
@@ -520,19 +526,10 @@ async def test_a_checkout_whose_turn_came_at_the_deadline_says_the_same(
 async def test_a_failed_checkout_gives_its_place_in_the_queue_back(
     schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from psycopg_pool import AsyncConnectionPool
 
     store = PostgresStore(URL, table=f"{schema}.keys", max_size=1, timeout=2)
     store.create_schema()
-    real = AsyncConnectionPool.getconn
-    failures = [OSError("the pool broke")] * 3
-
-    async def getconn(self: Any, timeout: float | None = None) -> Any:
-        if failures:
-            raise failures.pop()
-        return await real(self, timeout)
-
-    monkeypatch.setattr(AsyncConnectionPool, "getconn", getconn)
+    _getconn_raising_first(monkeypatch, [OSError("the pool broke")] * 3)
     try:
         for _ in range(3):
             with pytest.raises(OSError, match="the pool broke"):

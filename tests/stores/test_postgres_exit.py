@@ -69,20 +69,22 @@ FORKED_CHILD_EXITS = textwrap.dedent(
 )
 
 
-def test_pools_left_open_are_closed_at_exit(postgres_url: str, schema: str) -> None:
+def _run(script: str, postgres_url: str, schema: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a new interpreter, to its exit (the atexit hooks run there)."""
     result = subprocess.run(
-        [sys.executable, "-c", EXIT_WITHOUT_CLOSE, postgres_url, schema],
+        [sys.executable, "-c", script, postgres_url, schema],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_pools_left_open_are_closed_at_exit(postgres_url: str, schema: str) -> None:
+    result = _run(EXIT_WITHOUT_CLOSE, postgres_url, schema)
     assert json.loads(result.stdout.splitlines()[-1]) == {"store": True, "inbox": True}
     assert "couldn't stop thread" not in result.stderr
 
 
 def test_a_forked_child_leaves_the_parents_pool_open(postgres_url: str, schema: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", FORKED_CHILD_EXITS, postgres_url, schema],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    result = _run(FORKED_CHILD_EXITS, postgres_url, schema)
     assert result.stdout.split() == ["1", "NEW"]  # the parent's session is still there
