@@ -127,7 +127,9 @@ class Secret:
             old secret during rotation (spec §5.2).
 
     Raises:
-        ConfigurationError: ``value`` is empty or of the wrong type, or ``not_after``
+        ConfigurationError: ``value`` is empty or of the wrong type, a ``str`` that
+            cannot be UTF-8 encoded (a lone surrogate: a byte that was not UTF-8 in an
+            environment variable or a command-line argument), or ``not_after``
             is a naive ``datetime``, NaN, out of the range of a ``float``, a finite
             number later than year 9999 in seconds (milliseconds, such as
             ``time.time() * 1000`` or JavaScript's ``Date.now()``: a secret that would
@@ -142,7 +144,16 @@ class Secret:
 
     def __init__(self, value: str | bytes, *, not_after: datetime | float | None = None) -> None:
         if isinstance(value, str):
-            value = value.encode("utf-8")
+            try:
+                value = value.encode("utf-8")
+            except UnicodeEncodeError:  # its message would quote a character and its place
+                raise ConfigurationError(
+                    "a str secret must be valid Unicode: this one holds a byte that was not "
+                    "UTF-8 where it was read (an environment variable, a command-line "
+                    "argument or a file in another encoding, which Python keeps as a lone "
+                    "surrogate); pass the exact bytes (os.environb, open(path, 'rb')) "
+                    "or the text in UTF-8"
+                ) from None
         if not isinstance(value, bytes) or not value:
             raise ConfigurationError("a secret must be a non-empty str or bytes")
         self.value = value
@@ -302,7 +313,8 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
         ConfigurationError: A secret :class:`Secret` refuses (empty, whitespace only,
             a ``str`` with whitespace around it), an empty sequence or mapping, a value
             of an unsupported type, a mapping key no signature's ``o`` can be
-            (empty, not printable ASCII, or holding ``,``), or a callable that is
+            (neither a ``str`` nor an ``int``, such as ``bytes``; empty, not printable
+            ASCII, or holding ``,``), or a callable that is
             ``async def`` or cannot take the organization ID as its one argument.
     """
     if isinstance(config, (str, bytes, Secret)):
@@ -310,7 +322,7 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
     if isinstance(config, Mapping):
         if not config:
             raise ConfigurationError("the organization -> secrets mapping is empty")
-        table = {str(org): to_secrets(value) for org, value in config.items()}
+        table = {_organization_key(org): to_secrets(value) for org, value in config.items()}
         for organization_id in table:
             if not signable_organization(organization_id):  # no header's o is ever it
                 raise ConfigurationError(
@@ -326,6 +338,25 @@ def as_resolver(config: SecretsConfig) -> SecretResolver:
         check_plain_callable(config, "secrets", "secrets(organization_id) -> secrets or None", 1)
         return _Callable(config)
     raise ConfigurationError(f"unsupported secrets configuration: {type(config).__name__}")
+
+
+def _organization_key(key: object) -> str:
+    """A mapping key as the organization ID it names: a ``str``, or an ``int`` as its
+    text (a YAML or JSON loader's numeric ID).
+
+    Raises:
+        ConfigurationError: Any other key, whose text no header's ``o`` would ever be:
+            ``bytes`` (``b'o-1'``), ``None``, a ``bool`` or a ``float``.
+    """
+    if isinstance(key, str):
+        return key
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key)
+    hint = ": decode it (key.decode())" if isinstance(key, bytes) else ""
+    raise ConfigurationError(
+        f"an organization ID (a key of the secrets mapping) must be a str, not "
+        f"{type(key).__name__}{hint}: it is compared with the header's o, a str"
+    )
 
 
 def generate_secret(bits: int = 256) -> str:

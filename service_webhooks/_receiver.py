@@ -913,7 +913,9 @@ class WebhookReceiver:
         """Every check that needs no I/O; an :class:`Outcome` means answer now."""
         now = self._clock() if self._clock is not None else time.time()
         if secrets is None:
-            raise UnknownOrganizationError("no secret is configured for this organization")
+            raise UnknownOrganizationError(
+                f"no secret is configured for organization {header.organization_id!r}"
+            )
         overlapped = None  # a large body's key is hashed beside the HMAC, on another core
         if self._key_function is None and len(body) >= OVERLAP_FROM:
             overlapped = OverlappedKey.start(header.organization_id, body)

@@ -34,8 +34,10 @@ import binascii
 import hashlib
 import math
 import re
+import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from hmac import compare_digest
 from math import floor
 from typing import Any
@@ -365,7 +367,9 @@ def verify(
     else:  # one secret alone (a str is a Sequence), or "k" as well as Secret("k")
         candidates = to_secrets(secrets)
     if candidates is None:
-        raise UnknownOrganizationError("no secret is configured for this organization")
+        raise UnknownOrganizationError(
+            f"no secret is configured for organization {parsed.organization_id!r}"
+        )
     try:
         check(body, parsed, candidates, tolerance, now)
     except TypeError:  # free unless raised: name a body of the wrong type
@@ -374,9 +378,14 @@ def verify(
     return parsed
 
 
+_LARGEST_FLOAT = sys.float_info.max
+
+
 def check_tolerance(tolerance: object) -> None:
     """Refuse a ``tolerance`` that is not a finite ``int`` or ``float`` ``>= 0`` (a bool,
-    a string, NaN or infinity: the last two would turn the timestamp check off).
+    a string, NaN or infinity: the last two would turn the timestamp check off), or an
+    ``int`` too large for a ``float`` (the receiver's ``repr`` and the timestamp error's
+    message format it as one: they raised ``OverflowError``).
 
     Raises:
         ConfigurationError: Naming the parameter and what it must be.
@@ -386,10 +395,43 @@ def check_tolerance(tolerance: object) -> None:
             "tolerance must be a finite number of seconds >= 0 (an int or float), "
             f"not {type(tolerance).__name__}"
         )
+    if isinstance(tolerance, int) and tolerance > _LARGEST_FLOAT:  # 10**400: no float
+        raise ConfigurationError(
+            "tolerance must be a finite number of seconds >= 0, not an int too large for "
+            "a float (300 is five minutes)"
+        )
     if not (tolerance >= 0 and (isinstance(tolerance, int) or math.isfinite(tolerance))):
         raise ConfigurationError(
             f"tolerance must be a finite number of seconds >= 0, not {tolerance!r}"
         )
+
+
+def _retired_match(
+    body: bytes, suffix: bytes, v: bytes, candidates: Sequence[Secret], now: float
+) -> str:
+    """For a refused signature's detail (the log line, never the answer): whether a
+    secret past its stop date made it, and that date. After a rotation's stop date, an
+    operator reading ``401 signature`` can then tell the service's retries signed with the
+    old secret from a wrong or missing secret. Only on the refusal path, never for a
+    delivery that verifies."""
+    for secret in candidates:
+        if (
+            secret.not_after is not None
+            and now > secret.not_after
+            and compare_digest(
+                binascii.b2a_base64(_digest(body, secret.value, suffix), newline=False), v
+            )
+        ):
+            return f": it was made with a secret past its stop date ({_utc(secret.not_after)})"
+    return ""
+
+
+def _utc(seconds: float) -> str:
+    """Unix seconds as ISO 8601 UTC, or the number itself out of ``datetime``'s range."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds:g} Unix seconds"
 
 
 def check(
@@ -404,7 +446,8 @@ def check(
 
     Raises:
         SignatureMismatchError: No active secret yields ``v``, or ``v`` is not a
-            canonical base64 HMAC-SHA256 digest.
+            canonical base64 HMAC-SHA256 digest. When a secret past its stop date
+            yields it, the message says so, with that date (never the secret).
         TimestampError: ``t`` is more than ``tolerance`` seconds from ``now``.
     """
     # v against each digest's base64: equal exactly when v is canonical and decodes to
@@ -420,7 +463,10 @@ def check(
     else:
         if _decode_v(parsed.signature) is None:
             raise SignatureMismatchError("v is not a base64 HMAC-SHA256 digest")
-        raise SignatureMismatchError("no accepted secret produces this signature")
+        raise SignatureMismatchError(
+            "no accepted secret produces this signature"
+            + _retired_match(body, suffix, v, candidates, now)
+        )
     # spec §5.2: "greater than five minutes"; t is whole seconds, so is the clock's reading
     # (floor imported as a name: int arithmetic after it costs less than the float's)
     if abs(floor(now) - parsed.timestamp) > tolerance:

@@ -191,6 +191,45 @@ def test_organization_keys_that_are_numbers_are_their_text() -> None:
     assert resolver("123") == (Secret(KEY),)
 
 
+@pytest.mark.parametrize("key", [b"o-1", None, True, 1.5], ids=["bytes", "none", "bool", "float"])
+def test_organization_keys_no_header_can_name_are_refused(key: object) -> None:
+    """Such a key was taken as its text (``"b'o-1'"``, ``"None"``): a mapping that
+    answered that organization's every delivery 401 ``unknown_organization``."""
+    with pytest.raises(ConfigurationError, match="must be a str") as caught:
+        as_resolver({"o-2": KEY, key: KEY})  # type: ignore[dict-item]
+    assert KEY not in str(caught.value)
+    if isinstance(key, bytes):
+        assert "key.decode()" in str(caught.value)
+
+
+def test_a_str_secret_with_a_byte_that_was_not_utf8_is_a_configuration_error() -> None:
+    """``os.environ`` and ``sys.argv`` keep such a byte as a lone surrogate; encoding it
+    raised ``UnicodeEncodeError``, whose message quotes the character and its place."""
+    with pytest.raises(ConfigurationError, match="valid Unicode") as caught:
+        Secret("caf\udce9-" + KEY)
+    assert "udce9" not in str(caught.value)
+    assert caught.value.__context__ is None or caught.value.__suppress_context__
+    assert Secret(b"caf\xe9-" + KEY.encode()).value.startswith(b"caf\xe9")
+
+
+def test_a_refusal_by_a_secret_past_its_stop_date_says_so() -> None:
+    """The log line's detail after a rotation: the old secret made the signature, but
+    its stop date has passed; never the secret itself."""
+    retired = Secret(KEY, not_after=datetime(2025, 11, 21, 4, 39, 59, tzinfo=UTC))
+    with pytest.raises(SignatureMismatchError, match="past its stop date") as caught:
+        verify(BODY, header(), [Secret("whsec-new-" + "n" * 32), retired], now=NOW)
+    assert "(2025-11-21T04:39:59+00:00)" in str(caught.value)
+    assert KEY not in str(caught.value)
+    with pytest.raises(SignatureMismatchError) as wrong:  # another secret: no such claim
+        verify(BODY, header(secret="whsec-other-" + "o" * 30), [retired], now=NOW)
+    assert str(wrong.value) == "no accepted secret produces this signature"
+
+
+def test_an_unknown_organization_is_named_in_the_refusal() -> None:
+    with pytest.raises(UnknownOrganizationError, match="for organization 'o-9'"):
+        verify(BODY, header(org="o-9"), as_resolver({"o-1": KEY}), now=NOW)
+
+
 async def _async_lookup(organization_id: str) -> str:
     return "secret-" * 4
 

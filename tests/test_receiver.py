@@ -21,6 +21,7 @@ from service_webhooks import (
     NoteCreated,
     Outcome,
     RetryLater,
+    Secret,
     SegmentTrendAlert,
     Unprocessable,
     WebhookReceiver,
@@ -724,6 +725,29 @@ def test_secrets_never_reach_the_logs(
         drive(receiver, *signed(secret="wrong-" * 6))
     assert caplog.records
     assert secret not in caplog.text
+
+
+def test_the_log_line_names_an_unknown_organization_and_a_retired_secret(
+    secret: str, signed: Signed, drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an operator needs from a 401 during a rotation or an umbrella set-up: which
+    ``o`` has no secret, and whether the signature was made with the old secret after
+    its stop date (the service's retries) rather than with a wrong one."""
+    old = "old-secret-" * 4
+    receiver = WebhookReceiver(
+        secrets={ORG: [Secret(secret), Secret(old, not_after=time.time() - 1)]},
+        store="memory",
+        inbox=False,
+    )
+    with caplog.at_level(logging.INFO, "service_webhooks"):
+        unknown = drive(receiver, *signed(org="o-NEW-eu1"))
+        retired = drive(receiver, *signed(secret=old))
+    assert (unknown.status, unknown.reason) == (401, "unknown_organization")
+    assert (retired.status, retired.reason) == (401, "signature")
+    assert "no secret is configured for organization 'o-NEW-eu1'" in caplog.text
+    assert "made with a secret past its stop date (" in caplog.text
+    assert secret not in caplog.text
+    assert old not in caplog.text
 
 
 def test_receivers_can_share_one_router(secret: str, signed: Signed, drive: Drive) -> None:

@@ -31,6 +31,7 @@ def receiver(**kwargs: Any) -> WebhookReceiver:
         ({"tolerance": float("nan")}, "tolerance must be a finite number of seconds >= 0"),
         ({"tolerance": float("inf")}, "tolerance must be a finite number of seconds >= 0"),
         ({"tolerance": -1}, "tolerance must be a finite number of seconds >= 0"),
+        ({"tolerance": 10**400}, "tolerance must be a finite number of seconds >= 0"),
         ({"max_body_size": "10"}, "max_body_size must be an int"),
         ({"max_body_size": True}, "max_body_size must be an int"),
         ({"max_body_size": 10.0}, "max_body_size must be an int"),
@@ -261,3 +262,9 @@ def _reader(run_async: bool) -> Any:
         return next(chunks)
 
     return aread if run_async else lambda size: next(chunks)
+
+
+def test_the_largest_tolerance_a_float_holds_is_accepted_and_shown() -> None:
+    """An ``int`` beyond a float's range (``10**400``) was accepted, then the receiver's
+    ``repr`` raised ``OverflowError``; the largest that fits still works."""
+    assert "tolerance=1e+308" in repr(receiver(tolerance=10**308))

@@ -335,3 +335,23 @@ def test_the_console_script_refuses_a_bad_url_or_secret_without_a_traceback(
     assert result.stderr.splitlines()[-1] == message
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_a_secret_argument_that_is_not_utf8_is_a_usage_error_that_does_not_quote_it() -> None:
+    """A byte that is not UTF-8 (a Latin-1 terminal's ``é``) reaches Python as a lone
+    surrogate; the secret's UTF-8 encoding raised ``UnicodeEncodeError`` with a traceback
+    quoting that character and its position."""
+    args = ["--org", ORG, "--event", "note.created", "--data", "{}", "--allow-private-destinations"]
+    result = subprocess.run(
+        [SCRIPT, "send", "http://127.0.0.1:9/webhooks", "--secret", b"caf\xe9-secret", *args],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "a str secret must be valid Unicode" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "caf" not in result.stderr
+    assert "dce9" not in result.stderr
