@@ -160,14 +160,26 @@ def default_idempotency_key(organization_id: str, body: bytes) -> str:
 
     Spec §6.1: duplicates occur and each retry carries a new ``t`` but the same body.
     """
-    digest = _SHA256.copy()  # a copy skips OpenSSL 3's digest lookup: ~70 ns less at 200 B
-    digest.update(organization_id.encode())
-    digest.update(b"\n")
+    # a copy of a state already fed o + "\n": no digest lookup, no encoding, one update
+    prefixed = _PREFIXED.get(organization_id)
+    if prefixed is None:
+        prefixed = _prefixed(organization_id)
+    digest = prefixed.copy()
     digest.update(body)
     return digest.hexdigest()
 
 
-_SHA256 = hashlib.sha256()  # fed nothing, ever: copied per key
+_PREFIXED: dict[str, Any] = {}  # o -> SHA-256 fed o + "\n", never more: copied per key
+_MAX_PREFIXED = 256  # organizations kept; more (umbrella accounts) start over when full
+
+
+def _prefixed(organization_id: str) -> Any:
+    """A SHA-256 state fed ``o + "\n"``, kept for the next key of that organization."""
+    state = hashlib.sha256(organization_id.encode() + b"\n")
+    if len(_PREFIXED) >= _MAX_PREFIXED:
+        _PREFIXED.clear()
+    _PREFIXED[organization_id] = state
+    return state
 
 
 OVERLAP_FROM = 131_072
