@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 from service_webhooks import Secret, WebhookReceiver
 
@@ -33,11 +34,15 @@ from .conf import KEYS, SETTING, build_receiver, get_config
 from .conf import receiver as project_receiver
 
 MIN_SECRET_BYTES = 32
+_E002 = "service_webhooks.E002"
 
 
 def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The checks listed in the module docstring."""
-    config = get_config()
+    try:
+        config = get_config()
+    except ImproperlyConfigured as error:  # not a dict
+        return [checks.Error("The webhook settings are invalid.", hint=str(error), id=_E002)]
     if not config.get("SECRETS"):
         hint = f"Set settings.{SETTING} = {{'SECRETS': ...}} to the endpoint's signing secret."
         return [
@@ -49,9 +54,7 @@ def check_configuration(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         receiver = build_receiver(config)
     except Exception as error:
         hint = f"Fix settings.{SETTING}: {type(error).__name__}: {error}"
-        return [
-            checks.Error("The webhook settings are invalid.", hint=hint, id="service_webhooks.E002")
-        ]
+        return [checks.Error("The webhook settings are invalid.", hint=hint, id=_E002)]
     found = [*_unknown_keys(config), *_missing_databases(receiver)]
     if any(len(value) < MIN_SECRET_BYTES for value in _secret_values(config["SECRETS"])):
         found.append(

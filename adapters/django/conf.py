@@ -24,7 +24,8 @@ Keys (only ``SECRETS`` is required)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -50,7 +51,12 @@ KEYS = frozenset([*SETTINGS, "TRANSACTIONAL", "ASYNC_VIEW"])
 
 def get_config() -> Mapping[str, Any]:
     """The ``SERVICE_WEBHOOKS`` settings dict (empty when unset)."""
-    config: Mapping[str, Any] = getattr(settings, SETTING, None) or {}
+    config = getattr(settings, SETTING, None) or {}
+    if not isinstance(config, Mapping):  # SERVICE_WEBHOOKS = "whsec-..." (the secret alone)
+        kind = type(config).__name__
+        raise ImproperlyConfigured(
+            f"settings.{SETTING} must be a dict such as {{'SECRETS': ...}}, not {kind}"
+        )
     return config
 
 
@@ -75,15 +81,18 @@ def _build(config: Mapping[str, Any], router: Router | None = None) -> WebhookRe
         raise ImproperlyConfigured(f"settings.{SETTING}['SECRETS'] is not set")
     options = {arg: config[key] for key, arg in _ARGUMENTS.items() if key in config}
     if isinstance(options.get("idempotency_key"), str):
-        options["idempotency_key"] = import_string(options["idempotency_key"])
+        with _naming("IDEMPOTENCY_KEY"):
+            options["idempotency_key"] = import_string(options["idempotency_key"])
     transactional = flag_setting(config, "TRANSACTIONAL") is True
     flag_setting(config, "ASYNC_VIEW", none=True)
     default = _STORES + "DjangoStore"
     store = config.get("STORE", {"BACKEND": default})
     if isinstance(store, Mapping):
         _check_backend_keys("STORE", store)
-        store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
-    options["inbox"] = _inbox(config.get("INBOX"), store)
+        with _naming("STORE"):
+            store = import_string(store.get("BACKEND", default))(**store.get("OPTIONS", {}))
+    with _naming("INBOX"):
+        options["inbox"] = _inbox(config.get("INBOX"), store)
     # plain handlers and a SECRETS callable under ASGI: in the delivery's thread, as Django
     # runs a sync view, so their connections end with the request (a worker thread of
     # their own would keep them for ever, dead after a database restart)
@@ -130,6 +139,19 @@ def flag_setting(config: Mapping[str, Any], key: str, *, none: bool = False) -> 
     raise ImproperlyConfigured(f"settings.{SETTING}[{key!r}] must be {allowed}, not {value!r:.40}")
 
 
+@contextmanager
+def _naming(key: str) -> Iterator[None]:
+    """Re-raise what building ``key``'s value raises (a ``BACKEND`` or an
+    ``IDEMPOTENCY_KEY`` path that does not import, ``OPTIONS`` the backend refuses) as
+    ``ImproperlyConfigured`` naming the key: ``No module named 'myapp'`` or ``retention
+    must be ...`` alone does not say which setting holds it."""
+    try:
+        yield
+    except (ImportError, TypeError, ValueError) as error:  # ConfigurationError too
+        name = f"settings.{SETTING}[{key!r}]"
+        raise ImproperlyConfigured(f"{name}: {type(error).__name__}: {error}") from error
+
+
 def _check_backend_keys(key: str, backend: Mapping[str, Any]) -> None:
     """Refuse a ``STORE``/``INBOX`` dict key other than ``BACKEND`` and ``OPTIONS``: a
     misspelt ``OPTION`` would be ignored and the backend built with its defaults."""
@@ -154,6 +176,8 @@ def _project_receiver() -> WebhookReceiver:
             config if config.get("SECRETS") else {**config, "SECRETS": _unconfigured},
             router=_routers[0] if _routers else None,
         )
+    except ImproperlyConfigured:  # names the setting already
+        raise
     except Exception as error:  # so say which setting is wrong, not only "tolerance ... str"
         raise ImproperlyConfigured(f"settings.{SETTING} is invalid: {error!r}") from error
     _routers[:] = [built.router]

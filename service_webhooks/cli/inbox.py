@@ -39,7 +39,7 @@ from service_webhooks.inbox import (
     SyncInbox,
     inbox_from_url,
 )
-from service_webhooks.inbox.backend import DEFAULT_PAGE_SIZE
+from service_webhooks.inbox.backend import DEFAULT_PAGE_SIZE, check_bounds
 from service_webhooks.inbox.commands import (
     TABLE_COLUMNS,
     check_replay_selection,
@@ -415,11 +415,16 @@ def replay(
 @click.option("--all", "purge_all", is_flag=True, help="Delete every delivery (a purge).")
 def prune(store: str, retention: str, max_bytes: int | None, purge_all: bool) -> None:
     """Delete old deliveries (by age, then by total size), or all of them."""
+    seconds = parse_duration(retention, "--retention")
+    try:  # 0d, or one past what a date holds (every prune would raise OverflowError)
+        check_bounds(seconds, max_bytes)
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--retention") from None
     with _opened(store) as target:
         if purge_all:
             deleted = target.purge()
         else:
-            target.retention = parse_duration(retention, "--retention")
+            target.retention = seconds
             target.max_bytes = max_bytes
             deleted = target.prune()
     click.echo(f"deleted {deleted} deliveries")

@@ -278,10 +278,33 @@ def check_limit(limit: int) -> int:
     return limit
 
 
+MAX_INBOX_RETENTION = 1000 * 365 * 24 * 3600
+"""The longest retention (1000 years): the prune's cutoff, now minus it, must stay a
+:class:`~datetime.datetime` (year 1 on)."""
+
+
 def check_bounds(retention: float, max_bytes: int | None) -> None:
-    """:class:`ConfigurationError` unless ``retention > 0`` (s), ``max_bytes`` None or >= 1."""
-    if not retention > 0:
-        raise ConfigurationError("retention must be > 0 seconds")
+    """:class:`ConfigurationError` unless ``retention`` is an ``int`` or ``float`` of
+    seconds above 0 and at most :data:`MAX_INBOX_RETENTION`, and ``max_bytes`` ``None``
+    or an ``int`` >= 1.
+
+    A ``str`` (from the environment) would fail the comparison with a bare ``TypeError``,
+    a ``bool`` would read as 1 (``retention=True``: every record older than a second
+    pruned), and an infinite or huge retention would make every prune raise
+    ``OverflowError`` computing its cutoff.
+    """
+    if isinstance(retention, bool) or not isinstance(retention, (int, float)):
+        raise ConfigurationError(
+            f"retention must be a number of seconds > 0, not {type(retention).__name__}"
+        )
+    if not 0 < retention <= MAX_INBOX_RETENTION:  # NaN fails both
+        raise ConfigurationError(
+            f"retention must be > 0 seconds and at most {MAX_INBOX_RETENTION} (1000 years)"
+        )
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)):
+        raise ConfigurationError(
+            f"max_bytes must be an int of bytes (or None: no cap), not {type(max_bytes).__name__}"
+        )
     if max_bytes is not None and max_bytes < 1:
         raise ConfigurationError("max_bytes must be >= 1 byte (or None: no cap)")
 

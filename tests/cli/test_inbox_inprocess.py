@@ -501,6 +501,14 @@ def test_prune_by_age_size_and_all(box: Box) -> None:
     assert listed(box) == []
 
 
+@pytest.mark.parametrize("retention", ["0d", "999999999d"])
+def test_prune_refuses_a_retention_of_nothing_or_past_a_date(box: Box, retention: str) -> None:
+    # 999999999d was taken, then the prune's cutoff overflowed: a traceback, exit 1
+    result = run("prune", "--store", box.store, "--retention", retention, code=2)
+    assert "Invalid value for --retention: retention must be > 0 seconds" in result.stderr
+    assert len(listed(box)) == 5
+
+
 @pytest.fixture
 def connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
     """Every connection the SQLite inbox opens from now on."""

@@ -97,3 +97,34 @@ def test_a_filter_holding_a_nul_is_a_configuration_error(inbox: Inbox, query: An
         inbox.search(InboxQuery(**query))
     with pytest.raises(ConfigurationError, match="NUL"):
         inbox.purge(InboxQuery(**query))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"retention": "2592000"}, r"^retention must be a number of seconds > 0, not str$"),
+        ({"retention": True}, r"^retention must be a number of seconds > 0, not bool$"),
+        ({"retention": float("inf")}, r"^retention must be > 0 seconds and at most"),
+        ({"retention": 1e300}, r"^retention must be > 0 seconds and at most"),
+        ({"retention": float("nan")}, r"^retention must be > 0 seconds and at most"),
+        ({"max_bytes": "1000"}, r"^max_bytes must be an int of bytes \(or None: no cap\), not str"),
+        ({"max_bytes": 1.5}, r"^max_bytes must be an int of bytes \(or None: no cap\), not float"),
+        ({"max_bytes": True}, r"^max_bytes must be an int of bytes \(or None: no cap\), not bool"),
+    ],
+)
+def test_a_retention_or_size_cap_of_the_wrong_type_or_past_a_date_is_refused(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    """A ``str`` raised a bare ``TypeError`` comparing it, a ``bool`` was taken as 1 (a
+    one-second retention), and an infinite or huge retention was accepted, then every
+    prune raised ``OverflowError`` computing its cutoff."""
+    for build in (MemoryInbox, lambda **kw: SQLiteInbox(tmp_path / "inbox.sqlite3", **kw)):
+        with pytest.raises(ConfigurationError, match=message):
+            build(**options)
+
+
+def test_the_longest_retention_still_prunes(tmp_path: Path) -> None:
+    from service_webhooks.inbox._base import MAX_INBOX_RETENTION
+
+    assert MemoryInbox(retention=MAX_INBOX_RETENTION).prune() == 0
+    assert SQLiteInbox(tmp_path / "inbox.sqlite3", retention=MAX_INBOX_RETENTION).prune() == 0

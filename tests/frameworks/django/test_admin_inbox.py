@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connections
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from service_webhooks import Event, sign
@@ -250,6 +250,20 @@ def test_the_replay_command_refuses_bad_arguments(argv: list[str], message: str)
         call_command("service_webhooks_replay", *argv, stdout=io.StringIO())
     not_found = "no delivery" in message  # exit codes as `service-webhooks inbox replay`
     assert raised.value.returncode == (1 if not_found else 2)
+
+
+@pytest.mark.parametrize("config", [{"STORE": "memory"}, {"INBOX": False}], ids=["memory", "off"])
+def test_the_replay_command_without_an_inbox_says_why(config: dict[str, Any]) -> None:
+    # with a memory or Redis STORE and no INBOX it said "INBOX is False", which nobody set
+    expected = (
+        r"^the project receiver keeps no inbox \(INBOX is False, or no INBOX beside a memory "
+        r"or Redis STORE: set SERVICE_WEBHOOKS\['INBOX'\] = \{'BACKEND': "
+    )
+    with (
+        override_settings(SERVICE_WEBHOOKS={"SECRETS": "whsec-" + "x" * 40, **config}),
+        pytest.raises(CommandError, match=expected),
+    ):
+        call_command("service_webhooks_replay", "--status", "5xx", stdout=io.StringIO())
 
 
 def test_a_delivery_pruned_during_a_replay_is_reported_not_a_traceback(

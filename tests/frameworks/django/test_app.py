@@ -264,8 +264,10 @@ def test_the_app_files_stay_small() -> None:
     # project receiver followed override_settings and W004 found i18n_patterns(); 890
     # until the ORM inbox's automatic prune deleted a few batches, not a whole backlog in
     # one statement, and logged its failures instead of failing the delivery; 920 until
-    # the prune command pruned a STORE given by URL or object, not the unused ORM table
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 930
+    # the prune command pruned a STORE given by URL or object, not the unused ORM table;
+    # 930 until a STORE/INBOX backend, an IDEMPOTENCY_KEY path or SERVICE_WEBHOOKS itself
+    # that does not build was named in the error, and the replay command said why no inbox
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 955
 
 
 def _now() -> Any:
@@ -353,6 +355,51 @@ def test_a_value_the_receiver_refuses_is_named_by_its_key(
         pytest.raises(ConfigurationError, match=message),
     ):
         conf.build_receiver()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"IDEMPOTENCY_KEY": "no_such_module_x.key"}, r"\['IDEMPOTENCY_KEY'\]: ModuleNotFound"),
+        ({"STORE": {"BACKEND": "no_such_module_x.Store"}}, r"\['STORE'\]: ModuleNotFound"),
+        ({"STORE": {"OPTIONS": {"usin": "default"}}}, r"\['STORE'\]: TypeError: .*'usin'"),
+        ({"INBOX": {"OPTIONS": {"retention": "30"}}}, r"\['INBOX'\]: .*retention must be a num"),
+        ({"INBOX": {"OPTIONS": {"max_bytes": 1.5}}}, r"\['INBOX'\]: .*max_bytes must be an int"),
+    ],
+    ids=["key-path", "store-backend", "store-option", "inbox-retention", "inbox-max-bytes"],
+)
+def test_a_backend_or_path_that_does_not_build_is_named_by_its_key(
+    values: dict[str, Any], message: str
+) -> None:
+    # "No module named 'no_such_module_x'" or "'>' not supported between 'str' and 'int'"
+    # (a retention from the environment) did not say which setting held it
+    from django.core.exceptions import ImproperlyConfigured
+
+    from service_webhooks.adapters.django import conf
+
+    config = {"SECRETS": SECRET, **values}
+    with override_settings(SERVICE_WEBHOOKS=config):
+        with pytest.raises(ImproperlyConfigured, match=rf"^settings.SERVICE_WEBHOOKS{message}"):
+            conf.build_receiver()
+        with pytest.raises(ImproperlyConfigured, match=rf"^settings.SERVICE_WEBHOOKS{message}"):
+            conf._project_receiver()  # as Django starts: not wrapped in "is invalid: ..."
+        assert ids() == ["service_webhooks.E002"]
+
+
+@pytest.mark.parametrize("value", [SECRET, [SECRET]], ids=["str", "list"])
+def test_settings_that_are_no_dict_are_refused_naming_the_setting(value: Any) -> None:
+    # SERVICE_WEBHOOKS = "whsec-..." raised AttributeError: 'str' object has no attribute 'get'
+    from django.core.exceptions import ImproperlyConfigured
+
+    from service_webhooks.adapters.django import conf
+
+    expected = r"^settings.SERVICE_WEBHOOKS must be a dict such as \{'SECRETS': ...\}, not "
+    with override_settings(SERVICE_WEBHOOKS=value):
+        with pytest.raises(ImproperlyConfigured, match=expected + type(value).__name__):
+            conf.build_receiver()
+        [message] = checks.run_checks(tags=["service_webhooks"])
+        assert message.id == "service_webhooks.E002"
+        assert "must be a dict" in str(message.hint)
 
 
 def test_the_project_receiver_follows_override_settings(kit: ModuleType) -> None:

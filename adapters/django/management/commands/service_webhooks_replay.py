@@ -20,6 +20,13 @@ from service_webhooks.inbox.commands import (
     selection,
 )
 
+NO_INBOX = (
+    "the project receiver keeps no inbox (INBOX is False, or no INBOX beside a memory or Redis "
+    "STORE: set SERVICE_WEBHOOKS['INBOX'] = "
+    "{'BACKEND': 'service_webhooks.adapters.django.inbox.DjangoInbox'})"
+)
+"""As ``service-webhooks inbox replay`` says it: the default INBOX is none beside such a STORE."""
+
 
 class Command(BaseCommand):
     help = "Replay received webhook deliveries: IDs (or prefixes), or a --status selection."
@@ -40,7 +47,7 @@ class Command(BaseCommand):
 
         inbox = receiver.inbox
         if inbox is None:
-            raise CommandError("the project receiver keeps no inbox (INBOX is False)")
+            raise CommandError(NO_INBOX)
         filters = {
             "--status": options["status"],
             "--event": options["event"],
