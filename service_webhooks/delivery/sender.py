@@ -59,6 +59,7 @@ import httpx
 
 from .._credentials import Secret
 from .._envelope import CONTENT_TYPE
+from .._reporting import printable
 from .._signing import SIGNATURE_HEADER, sign
 from .addresses import (
     ReservedAddressError,
@@ -527,7 +528,7 @@ class Sender:
             result=classify_status(status),
             status=status,
             failure=None,
-            description=describe_status(status),
+            description=_with_location(describe_status(status), progress.location),
             response_snippet=snippet,
             duration=time.perf_counter() - started,
             timestamp=t,
@@ -654,3 +655,15 @@ class Sender:
                 pass  # the status arrived; only the snippet is incomplete
         finally:
             await response.aclose()
+
+
+_SHOWN_LOCATION = 200  # characters of a Location header kept in an attempt's description
+
+
+def _with_location(description: str, location: str | None) -> str:
+    """A 3xx answer's description naming where it pointed (the audit log, ``trigger``'s
+    and ``deliver``'s attempt lines): the fix is usually in the receiver's routing. The
+    receiver's text, so cut and made printable."""
+    if not location:
+        return description
+    return f"{description}; it points to {printable(location[:_SHOWN_LOCATION])}"

@@ -94,6 +94,8 @@ async def test_redirect_is_not_followed(status_server: Any, loopback_sender: Any
         outcome = await sender.send(f"{url}/redirect", BODY, secret="s", organization_id="o")
     assert outcome.status == 302
     assert outcome.result is Result.TEMPORARY_FAILURE
+    assert outcome.location == "/status/200"  # named in the audit log's description
+    assert outcome.description.endswith("; it points to /status/200")
     assert [r["path"] for r in app.requests[before:]] == ["/redirect"]
 
 
