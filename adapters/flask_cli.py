@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-from flask import current_app
-from flask.cli import AppGroup
-
 from service_webhooks import WebhookReceiver
 from service_webhooks.inbox import Inbox, SQLiteInbox
 from service_webhooks.inbox.commands import (
@@ -28,6 +24,16 @@ from service_webhooks.inbox.commands import (
     show_lines,
     table_lines,
 )
+
+from . import require_extra
+
+try:
+    import click
+    from flask import current_app
+    from flask.cli import AppGroup
+except ImportError:  # pragma: no cover - exercised only without the extra
+    require_extra("flask", "flask", "werkzeug")
+    raise
 
 from .flask import EXTENSION_KEY
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-__all__ = ["missing_extra", "require_extra"]
+__all__ = ["CLI_COMMAND", "CLI_MODULES", "missing_extra", "require_extra"]
+
+CLI_MODULES = ("click", "rich", "httpx", "uvicorn")
+"""What the ``cli`` extra brings, each checked by name: Flask and Celery bring click
+without the rest, and importing uvicorn would slow down ``service-webhooks --help``."""
+
+CLI_COMMAND = "the service-webhooks command"
+"""What needs :data:`CLI_MODULES`, as a missing ``cli`` extra's message starts."""
 
 
 def _missing(modules: tuple[str, ...]) -> list[str]:

@@ -249,6 +249,7 @@ MISSING_EXTRAS = [
     ),
     ("import service_webhooks.adapters.flask", ("flask",), "flask"),
     ("import service_webhooks.adapters.flask", ("werkzeug",), "flask"),
+    ("import service_webhooks.adapters.flask_cli", ("flask",), "flask"),
     (
         "from service_webhooks import WebhookReceiver\n"
         "from service_webhooks.adapters.asgi import webhook_routes\n"
@@ -258,6 +259,11 @@ MISSING_EXTRAS = [
     ),
     ("import service_webhooks.testing.fake_api", ("httpx",), "http,asgi"),
     ("import service_webhooks.testing.fake_api", ("starlette",), "http,asgi"),
+    (
+        "from service_webhooks.testing.fake_api import FakeAPI\nFakeAPI().serve().__enter__()",
+        ("uvicorn",),
+        "cli",
+    ),
 ]
 
 
@@ -337,4 +343,65 @@ def test_the_core_and_the_adapters_word_a_missing_extra_alike() -> None:
     broken = ImportError("libpq not found")  # installed, but its import fails
     assert str(missing_extra("postgres", "json", what="Y", cause=broken)) == (
         "Y needs the 'postgres' extra (libpq not found): pip install 'service-webhooks[postgres]'"
+    )
+
+
+def test_the_dashboard_names_each_missing_module_of_its_extra() -> None:
+    """Without the extra at all (a core-only install), both modules, not only the first."""
+    result = import_without(("jinja2", "starlette"), "import service_webhooks.dashboard")
+    assert result.stderr.strip().splitlines()[-1] == (
+        "ImportError: service_webhooks.dashboard needs the 'dashboard' extra"
+        " (jinja2, starlette missing): pip install 'service-webhooks[dashboard]'"
+    )
+
+
+CLI_MISSING = (
+    "Error: the service-webhooks command needs the 'cli' extra (click missing):"
+    " pip install 'service-webhooks[cli]'\n"
+)
+
+
+def _console_script() -> str:
+    """``from MODULE import FUNCTION; FUNCTION()``: what the installed script runs."""
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["service-webhooks"].partition(":")
+    return f"from {module} import {function}\n{function}()"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param(_console_script(), id="script"),
+        pytest.param("import runpy\nrunpy.run_module('service_webhooks', run_name='__main__')",
+                     id="python-m"),
+    ],
+)  # fmt: skip
+def test_the_command_without_the_cli_extra_names_it_in_one_line(code: str) -> None:
+    """The script is installed whatever the extras: without ``cli``, one line on stderr
+    naming it (exit 1), not a traceback from the command's imports."""
+    result = import_without(("click",), code)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", CLI_MISSING)
+
+
+def test_the_console_script_runs_the_command_with_the_extra() -> None:
+    code = "import sys\nsys.argv = ['service-webhooks', '--version']\n" + _console_script()
+    result = import_without((), code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("service-webhooks, version ")
+
+
+def test_an_inbox_command_without_the_postgres_extra_names_it_in_one_line() -> None:
+    """``inbox list --store postgresql://…``: the extra named, as ``listen`` names it."""
+    code = (
+        "from service_webhooks.cli import main\n"
+        "main(['inbox', 'list', '--store', 'postgresql://u:pw@127.0.0.1:1/db'])"
+    )
+    result = import_without(("psycopg",), code)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "Error: cannot open the inbox at postgresql://u:***@127.0.0.1:1/db: ImportError: a"
+        " PostgreSQL store or inbox needs the 'postgres' extra (psycopg missing):"
+        " pip install 'service-webhooks[postgres]'\n"
     )

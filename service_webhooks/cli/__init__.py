@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from .. import _extras
 
-# Flask and Celery bring click without the rest: check every module of the extra, by
-# name only (importing uvicorn here would slow down `service-webhooks --help`).
-_extras.require_extra(
-    "cli", "click", "rich", "httpx", "uvicorn", what="the service-webhooks command"
-)
+# every module of the extra, by name only (the console script checks them first too)
+_extras.require_extra("cli", *_extras.CLI_MODULES, what=_extras.CLI_COMMAND)
 
 import click  # noqa: E402
 

@@ -30,7 +30,7 @@ from rich.table import Column
 from service_webhooks import ConfigurationError, WebhookReceiver
 from service_webhooks._extras import missing_extra
 from service_webhooks._recording import NO_INBOX
-from service_webhooks._storage_url import POSTGRES_SCHEMES, scheme_of, sqlite_path
+from service_webhooks._storage_url import POSTGRES_SCHEMES, quoted_scheme, scheme_of, sqlite_path
 from service_webhooks.inbox import (
     Inbox,
     InboxPage,
@@ -82,8 +82,9 @@ store_option = click.option(
 def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
     """The inbox at ``store``; a missing SQLite file (unless ``create``: the dashboard
     may start before its receiver) or an unreachable database is an error (exit 1) that
-    says why, never an empty inbox made on the spot. A store that keeps no inbox between
-    processes (``memory``, ``sqlite::memory:``) is a usage error (exit 2).
+    says why, never an empty inbox made on the spot, and so is a ``postgresql://`` URL
+    without the ``postgres`` extra (the extra named). A store that keeps no inbox between
+    processes (``memory``, ``sqlite::memory:``, Redis) is a usage error (exit 2).
 
     Only ``schema`` (``replay``) creates the inbox's table in an existing database. Else
     a database without it (another application's, e.g. a Django project's
@@ -99,6 +100,11 @@ def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
                 f"the {kept} keeps no inbox: use sqlite:PATH or postgresql://…",
                 param_hint="--store",
             )
+        if scheme != "sqlite" and scheme not in POSTGRES_SCHEMES:  # not "use memory"
+            raise click.BadParameter(
+                f"no inbox for URL{quoted_scheme(text)}: use sqlite:PATH or postgresql://…",
+                param_hint="--store",
+            )
         if path is not None and not create and not os.path.exists(path):
             raise click.ClickException(
                 f"no inbox at {path}: the file does not exist (pass the --store URL "
@@ -107,6 +113,8 @@ def _open(store: str, *, create: bool = False, schema: bool = False) -> Inbox:
         inbox = inbox_from_url(store, create_schema=False)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--store") from error
+    except ImportError as error:  # postgresql:// without the postgres extra: its message
+        raise cannot_open("inbox", store, error) from error
     if path is not None and not os.path.exists(path):
         folder = os.path.dirname(path) or "."
         if not os.path.isdir(folder):  # else every page would fail, one by one

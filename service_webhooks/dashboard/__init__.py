@@ -20,10 +20,15 @@ try:
     import jinja2  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised only without the extra
-    # the core's wording (service_webhooks._extras), which this layer may not import
+    # the core's wording (service_webhooks._extras), which this layer may not import:
+    # every module of the extra that is missing, not only the first one imported
+    from importlib.util import find_spec
+
+    _missing = [name for name in ("jinja2", "starlette") if find_spec(name) is None]
     raise ImportError(
-        f"service_webhooks.dashboard needs the 'dashboard' extra ({error.name} missing): "
-        "pip install 'service-webhooks[dashboard]'"
+        f"service_webhooks.dashboard needs the 'dashboard' extra"
+        f" ({', '.join(_missing or [str(error.name)])} missing):"
+        " pip install 'service-webhooks[dashboard]'"
     ) from error
 
 from ._app import SECURITY_HEADERS, Authorize, Dashboard, dashboard

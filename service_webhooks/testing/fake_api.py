@@ -484,9 +484,13 @@ def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]
         The base URL, for example ``"http://127.0.0.1:54321"``.
 
     Raises:
+        ImportError: uvicorn is not installed (the ``cli`` extra brings it).
         RuntimeError: The server did not start within 10 seconds.
     """
-    import uvicorn  # test dependency, imported only when a real server is wanted
+    from .._extras import require_extra
+
+    require_extra("cli", "uvicorn", what="serve() (a real HTTP server)")
+    import uvicorn  # imported only when a real server is wanted
 
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then
     # (without it, Nagle + delayed ACK add ~40 ms to every response).

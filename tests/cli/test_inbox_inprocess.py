@@ -306,6 +306,19 @@ def test_a_store_that_keeps_no_inbox_is_a_usage_error(
     ) in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("store", "scheme"), [("redis://127.0.0.1:6379/0", "redis"), ("nosuch://x", "nosuch")]
+)
+def test_a_scheme_that_keeps_no_inbox_names_only_the_ones_that_do(store: str, scheme: str) -> None:
+    """Not "use memory, sqlite:PATH or postgresql://…": the memory store is refused too."""
+    result = run("list", "--store", store, code=2)
+    assert result.stdout == ""
+    assert result.stderr.endswith(
+        f"Error: Invalid value for --store: no inbox for URL scheme '{scheme}': use "
+        "sqlite:PATH or postgresql://…\n"
+    )
+
+
 # --- show --------------------------------------------------------------------------
 
 
