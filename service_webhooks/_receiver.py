@@ -900,10 +900,9 @@ class WebhookReceiver:
         """The request-line rule (405, 413) and a well-formed signature header (401)."""
         if type(body) is not bytes:  # a str, bytearray…: TypeError before any answer
             require_body_bytes(body)
-        if method != "POST" or len(body) > self.max_body_size:  # the call only then
-            error = _request_line_error(method, len(body), self.max_body_size)
-            if error is not None:
-                raise error
+        error = _request_line_error(method, len(body), self.max_body_size)
+        if error is not None:
+            raise error
         if signature is _REPEATED:
             raise SignatureFormatError(f"more than one {SIGNATURE_HEADER} header")
         return parse_signature_header(signature)
