@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from service_webhooks import ConfigurationError
 
-__all__ = ["named_settings", "unknown_settings"]
+__all__ = ["check_secrets_setting", "named_settings", "unknown_settings"]
 
 
 def unknown_settings(
@@ -56,3 +56,22 @@ def named_settings(spelled: Mapping[str, str]) -> Iterator[None]:
         if len(named) != 1:
             raise
         raise ConfigurationError(f"{spelled[named[0]]}: {message}") from None
+
+
+def check_secrets_setting(value: object, name: str) -> None:
+    """Refuse a secrets setting that is one ``str`` with whitespace inside: several
+    secrets run together (``"new old"``, as the ``service-webhooks`` command's
+    ``SERVICE_WEBHOOKS_SECRET`` holds a rotation), which as one secret would verify
+    nothing, every delivery answered 401 and never retried. The core keeps such a
+    ``str`` whole; a setting, mostly read from the environment, asks for a list.
+
+    Raises:
+        ConfigurationError: Naming ``name`` (as the user spells the setting), never
+            the value.
+    """
+    if isinstance(value, str) and len(value.split()) > 1:
+        raise ConfigurationError(
+            f"{name} holds whitespace: give several secrets (a rotation, newest first) as a "
+            'list, from the environment as JSON (\'["new", "old"]\'), or str.split() '
+            "them; a secret with a space in it: a list of one, or Secret(...)"
+        )

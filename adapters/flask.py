@@ -43,7 +43,7 @@ from typing import Any, cast
 from service_webhooks import SETTINGS, ConfigurationError, Router, WebhookReceiver, as_resolver
 
 from . import require_extra
-from ._settings import named_settings, unknown_settings
+from ._settings import check_secrets_setting, named_settings, unknown_settings
 from ._wsgi import environ_headers
 
 try:
@@ -205,7 +205,9 @@ def _check_secrets(value: Any) -> None:
     Raises:
         ConfigurationError: Missing, or refused by :func:`service_webhooks.as_resolver`
             (the message names the key and never shows a secret); a number says that
-            ``from_prefixed_env`` parsed a secret of digits as JSON.
+            ``from_prefixed_env`` parsed a secret of digits as JSON; a ``str`` with
+            whitespace inside is several secrets run together (``"new old"``, as the
+            CLI's ``SERVICE_WEBHOOKS_SECRET`` holds them), which would verify nothing.
     """
     key = "app.config['SERVICE_WEBHOOKS_SECRETS']"
     if value is None:
@@ -215,6 +217,7 @@ def _check_secrets(value: Any) -> None:
             f"{key} is a number: from_prefixed_env() parses values as JSON, so quote a "
             "secret made of digits ('\"123...\"') or set it as a str"
         )
+    check_secrets_setting(value, key)
     try:
         as_resolver(value)
     except ConfigurationError as error:

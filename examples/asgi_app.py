@@ -43,12 +43,16 @@ from service_webhooks.adapters.asgi import (  # type: ignore[import-not-found,un
     webhook_routes,
 )
 
-SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123")
-"""The endpoint's signing secret; set ``SERVICE_WEBHOOKS_SECRET`` outside development."""
+SECRETS = os.environ.get(
+    "SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123"
+).split()
+"""The endpoint's signing secret; set ``SERVICE_WEBHOOKS_SECRET`` outside development: one
+secret, or several separated by spaces, newest first (a rotation), as the
+``service-webhooks`` command reads it."""
 
 # "memory" forgets processed events on restart; use "sqlite:webhooks.sqlite3" (or Redis,
 # PostgreSQL) when duplicates must be caught across restarts and processes.
-receiver = WebhookReceiver(SECRET, store="memory")
+receiver = WebhookReceiver(SECRETS, store="memory")
 
 received: list[Event[NoteCreated] | Event[SegmentTrendAlert]] = []
 """Every event the handlers ran for, oldest first (the tests read it)."""

@@ -2,7 +2,7 @@
 
 Run it::
 
-    export SERVICE_WEBHOOKS_SECRET=...   # the endpoint's signing secret
+    export SERVICE_WEBHOOKS_SECRET=...   # the endpoint's signing secret ("new old" while rotating)
     flask --app examples/flask_app.py run --port 8000
 
 then point the service (or ``service-webhooks send``) at http://127.0.0.1:8000/webhooks.
@@ -35,9 +35,11 @@ def everything_else(event: Event[Any]) -> None:
 
 def create_app() -> Flask:
     app = Flask(__name__)
+    # one secret, or several separated by spaces, newest first (a rotation), as the
+    # service-webhooks command reads this variable: split, or a rotation verifies nothing
     app.config["SERVICE_WEBHOOKS_SECRETS"] = os.environ.get(
         "SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123"
-    )
+    ).split()
     app.config["SERVICE_WEBHOOKS_STORE"] = os.environ.get(
         "SERVICE_WEBHOOKS_STORE", "sqlite:webhooks.sqlite3"
     )

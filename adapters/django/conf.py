@@ -37,7 +37,7 @@ from django.utils.module_loading import import_string
 
 from service_webhooks import SETTINGS, Router, WebhookReceiver
 
-from .._settings import named_settings
+from .._settings import check_secrets_setting, named_settings
 
 __all__ = ["KEYS", "SETTING", "build_receiver", "flag_setting", "get_config", "receiver"]
 
@@ -79,6 +79,7 @@ def _build(config: Mapping[str, Any], router: Router | None = None) -> WebhookRe
     """:func:`build_receiver`, its handlers on ``router`` when given."""
     if not config.get("SECRETS"):
         raise ImproperlyConfigured(f"settings.{SETTING}['SECRETS'] is not set")
+    check_secrets_setting(config["SECRETS"], f"settings.{SETTING}['SECRETS']")
     options = {arg: config[key] for key, arg in _ARGUMENTS.items() if key in config}
     if isinstance(options.get("idempotency_key"), str):
         with _naming("IDEMPOTENCY_KEY"):

@@ -84,7 +84,19 @@ def test_in_process_with_starlette_testclient(
 
 def test_default_secret_is_for_development_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SERVICE_WEBHOOKS_SECRET", raising=False)
-    assert load("asgi_app_default").SECRET == "whsec-development-only-0123456789abcdef0123"
+    assert load("asgi_app_default").SECRETS == ["whsec-development-only-0123456789abcdef0123"]
+
+
+def test_a_rotation_in_the_variable_is_two_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "new old", as the service-webhooks command reads it: both verify, in that order
+    monkeypatch.setenv("SERVICE_WEBHOOKS_SECRET", f"{SECRET}-new {SECRET}")
+    module = load("asgi_app_rotation")
+    for secret, note_id in ((f"{SECRET}-new", "n-new"), (SECRET, "n-old")):
+        body, headers = Signer(secret, organization_id="o-EX-1").delivery(
+            "note.created", {**NOTE, "id": note_id}
+        )
+        outcome = module.receiver.process(body, headers["Service-Signature"])
+        assert outcome.reason == "processed", secret
 
 
 @pytest.mark.e2e

@@ -46,10 +46,11 @@ STATIC_URL = "static/"
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
 
 SERVICE_WEBHOOKS = {
-    # the endpoint's signing secret, exactly as shown in the service's webhook settings
+    # the endpoint's signing secret, exactly as shown in the service's webhook settings;
+    # several separated by spaces, newest first, during a rotation (as the CLI reads it)
     "SECRETS": os.environ.get(
         "SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123"
-    ),
+    ).split(),
     # the handlers' database work and the idempotency record commit together
     "TRANSACTIONAL": True,
 }

@@ -16,7 +16,7 @@ from django.core import checks
 from django.core.management import call_command
 from django.test import Client, override_settings
 
-from service_webhooks import Secret
+from service_webhooks import ConfigurationError, Secret
 from service_webhooks._dispatch import Router
 from service_webhooks.adapters.django import receiver, signals
 from service_webhooks.adapters.django.models import IdempotencyRecord
@@ -42,6 +42,21 @@ def test_no_secret_is_an_error_with_a_hint() -> None:
 def test_invalid_settings_are_an_error() -> None:
     with override_settings(SERVICE_WEBHOOKS={"SECRETS": SECRET, "TOLERANCE": -1}):
         assert ids() == ["service_webhooks.E002"]
+
+
+def test_secrets_run_together_in_one_string_are_an_error() -> None:
+    # "new old" from SERVICE_WEBHOOKS_SECRET without .split(): one secret with a space,
+    # which no delivery matches (every one 401, never retried)
+    from service_webhooks.adapters.django import conf
+
+    run_together = {"SECRETS": f"{SECRET}-new {SECRET}"}
+    with override_settings(SERVICE_WEBHOOKS=run_together):
+        assert ids() == ["service_webhooks.E002"]
+        with pytest.raises(ConfigurationError, match=r"'SECRETS'\] holds whitespace") as error:
+            conf.build_receiver()
+    assert SECRET not in str(error.value)
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": [f"{SECRET}-new", SECRET]}):
+        assert ids() == []  # the rotation as a list
 
 
 def test_invalid_settings_name_the_setting_when_the_project_receiver_is_built() -> None:
@@ -266,8 +281,9 @@ def test_the_app_files_stay_small() -> None:
     # one statement, and logged its failures instead of failing the delivery; 920 until
     # the prune command pruned a STORE given by URL or object, not the unused ORM table;
     # 930 until a STORE/INBOX backend, an IDEMPOTENCY_KEY path or SERVICE_WEBHOOKS itself
-    # that does not build was named in the error, and the replay command said why no inbox
-    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 955
+    # that does not build was named in the error, and the replay command said why no inbox;
+    # 955 until SECRETS run together in one string ("new old") were refused
+    assert sum(lines_of_code(path.read_text(encoding="utf-8")) for path in files) < 960
 
 
 def _now() -> Any:

@@ -261,6 +261,28 @@ def test_init_app_without_secrets_fails_at_startup() -> None:
         ServiceWebhooks(Flask("nosecret"))
 
 
+def test_secrets_run_together_in_one_string_fail_at_startup(monkeypatch: Any) -> None:
+    """``FLASK_SERVICE_WEBHOOKS_SECRETS="new old"`` is not a rotation but one secret with a
+    space in it, which no delivery matches: every one answered 401, never retried."""
+    new, old = "whsec-new-0123456789abcdef0123456789abcdef", "whsec-old-0123456789abcdef01234567"
+    monkeypatch.setenv("FLASK_SERVICE_WEBHOOKS_SECRETS", f"{new} {old}")
+    app = Flask("runtogether")
+    app.config.from_prefixed_env()
+    with pytest.raises(ConfigurationError, match=r"SERVICE_WEBHOOKS_SECRETS.*whitespace") as error:
+        ServiceWebhooks(app)
+    assert new not in str(error.value)
+    assert old not in str(error.value)
+    assert EXTENSION_KEY not in app.extensions
+    monkeypatch.setenv("FLASK_SERVICE_WEBHOOKS_SECRETS", f'["{new}", "{old}"]')  # the rotation
+    rotated = Flask("rotation")
+    rotated.config.from_prefixed_env()
+    rotated.config["SERVICE_WEBHOOKS_STORE"] = "memory"
+    ServiceWebhooks(rotated)
+    passphrase = Flask("passphrase")  # a space meant as part of the secret: a list of one
+    passphrase.config.update(SERVICE_WEBHOOKS_SECRETS=[f"{new} x"], SERVICE_WEBHOOKS_STORE="memory")
+    ServiceWebhooks(passphrase)
+
+
 def test_the_adapter_module_stays_small() -> None:
     import service_webhooks.adapters.flask as module
 
@@ -303,6 +325,34 @@ def test_the_example_app_answers_deliveries(
         response = client.post(
             "/webhooks", data=body, headers={kit.SIGNATURE_HEADER: kit.signed(body)}
         )
+        assert (response.status_code, response.json["reason"]) == (200, "processed")
+
+
+def test_the_example_app_takes_a_rotation_from_the_clis_secret_variable(
+    kit: ModuleType, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """``SERVICE_WEBHOOKS_SECRET="new old"`` (as ``service-webhooks send`` reads it): both
+    verify, not one secret with a space in it that no delivery matches (401, permanent)."""
+    import importlib.util
+    from pathlib import Path
+
+    from service_webhooks.testing import Signer
+
+    new, old = kit.SECRET, "whsec-flask-old-0123456789abcdef0123456789abcd"
+    monkeypatch.setenv("SERVICE_WEBHOOKS_SECRET", f"{new} {old}")
+    monkeypatch.setenv("SERVICE_WEBHOOKS_STORE", f"sqlite:{tmp_path / 'example.sqlite3'}")
+    path = Path(__file__).parents[3] / "examples" / "flask_app.py"
+    spec = importlib.util.spec_from_file_location("sw_tests_example_flask_rotation", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    client = module.app.test_client()
+    for number, secret in enumerate((new, old)):
+        body, headers = Signer(secret).delivery(
+            "note.created", {"id": f"n-{number}", "author": "a@b.c", "text": "hi"}
+        )
+        response = client.post("/webhooks", data=body, headers=headers)
         assert (response.status_code, response.json["reason"]) == (200, "processed")
 
 
