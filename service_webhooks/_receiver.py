@@ -111,7 +111,7 @@ from ._signing import (
 )
 from ._threads import ToThread, run_in_thread
 from .inbox._base import Inbox
-from .stores._base import MIN_RETENTION, ClaimState, IdempotencyStore
+from .stores._base import MAX_DURATION, MIN_RETENTION, ClaimState, IdempotencyStore
 
 _NEW, _DONE = ClaimState.NEW, ClaimState.DONE
 
@@ -298,8 +298,10 @@ class WebhookReceiver:
         _require_number("retention", retention, f"a number of seconds >= {MIN_RETENTION}")
         if not retention >= MIN_RETENTION:
             raise ConfigurationError(f"retention must be >= {MIN_RETENTION} seconds (48 h)")
-        if not _finite(retention):  # the stores compute expiry times from it
-            raise ConfigurationError("retention must be a finite number of seconds")
+        if not (_finite(retention) and retention <= MAX_DURATION):  # the stores' expiries
+            raise ConfigurationError(
+                f"retention must be a finite number of seconds <= {MAX_DURATION} (1000 years)"
+            )
         _require_number("unhandled_status", unhandled_status, "an int HTTP status", integer=True)
         if not (unhandled_status in (200, 500) or 400 <= unhandled_status <= 499):
             raise ConfigurationError("unhandled_status must be 200, a 4xx or 500")
@@ -1200,17 +1202,20 @@ def _finite(seconds: float) -> bool:
 
 
 def require_positive_seconds(name: str, value: object) -> None:
-    """Refuse a duration that is not a finite ``int`` or ``float`` above 0 (a lease: the
-    renewer wakes every third of it, and the stores compute expiry times from it).
+    """Refuse a duration that is not a finite ``int`` or ``float`` above 0 and at most
+    :data:`~service_webhooks.stores._base.MAX_DURATION` (a lease: the renewer wakes every
+    third of it, and the stores compute expiry times from it).
 
     Raises:
-        ConfigurationError: Naming ``name``: a wrong type, 0 or less, NaN, infinity, or
-            an int too large for a float.
+        ConfigurationError: Naming ``name``: a wrong type, 0 or less, NaN, infinity, an
+            int too large for a float, or more than 1000 years.
     """
     _require_number(name, value, "a finite number of seconds > 0")
     seconds = cast("float", value)  # an int or a float now
     if not (seconds > 0 and _finite(seconds)):
         raise ConfigurationError(f"{name} must be a finite number of seconds > 0")
+    if seconds > MAX_DURATION:  # an expiry time no backend can hold
+        raise ConfigurationError(f"{name} must be at most {MAX_DURATION} seconds (1000 years)")
 
 
 def _require_number(name: str, value: object, expected: str, *, integer: bool = False) -> None:

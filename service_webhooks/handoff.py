@@ -53,7 +53,7 @@ from ._idempotency import (
 from ._receiver import WebhookReceiver, require_positive_seconds
 from ._recording import forced_replay
 from ._renewal import Renewer
-from .stores import ClaimState, IdempotencyStore
+from .stores import MIN_RETENTION, ClaimState, IdempotencyStore
 
 try:
     import celery  # type: ignore[import-untyped]
@@ -91,7 +91,11 @@ class CeleryHandoff:
             receiver renews its own, so a re-delivery of a task still running finds
             it in flight however long the handlers take; a worker that died stops
             renewing, and its claim expires one lease later.
-        retention: Seconds a worker-side done record is kept (``store`` only).
+        retention: Seconds a worker-side done record is kept (``store`` only); at
+            least 48 h, as the receiver's: a broker may hand a finished task's message
+            out again long after it ran (a worker killed between the handlers' end and
+            the ack, a Redis ``visibility_timeout`` of an hour, a queue backed up for
+            hours), and that copy must still find the event done.
         retry_policy: Kombu publish retry policy; the default gives up within about
             half a second so the answer stays far inside the 10 s deadline.
         task_options: More options for the task, as ``@app.task(...)`` takes them.
@@ -107,7 +111,7 @@ class CeleryHandoff:
 
     Raises:
         ConfigurationError: ``app`` is not a Celery application, ``lease`` is not a
-            finite number of seconds > 0, or ``retention`` is not.
+            finite number of seconds > 0, or ``retention`` is not one >= 48 h.
     """
 
     def __init__(
@@ -126,6 +130,11 @@ class CeleryHandoff:
             raise ConfigurationError("CeleryHandoff needs a celery.Celery application")
         require_positive_seconds("lease", lease)
         require_positive_seconds("retention", retention)
+        if retention < MIN_RETENTION:
+            raise ConfigurationError(
+                f"retention must be a finite number of seconds >= {MIN_RETENTION} (48 h), "
+                "as the receiver's: a broker may hand a finished task out again hours later"
+            )
         # A message is acknowledged once its task has run, and a worker lost mid-task
         # (killed, out of memory) puts it back on the queue: the delivery was already
         # answered 200, so this queue is its only copy (the claim keeps a re-run once).
@@ -179,6 +188,8 @@ class CeleryHandoff:
         Raises:
             HandoffError: The broker refused or could not be reached within the retry
                 policy; the message never names the broker URL.
+            Exception: With ``task_always_eager`` (tests), whatever the task raised
+                when it ran here (with ``task_eager_propagates``), unchanged.
         """
         args = (
             event.body.decode("utf-8"),
@@ -206,6 +217,12 @@ class CeleryHandoff:
                 retry_policy=self.retry_policy,
             )
         except Exception as error:
+            if self.app.conf.task_always_eager:
+                # The task ran here, in this call, and no broker was involved: this is
+                # its own error (a handler's, or HandoffError/StoreError from run), so
+                # the receiver answers it as it would a handler's (500 handler_failed
+                # with its traceback), not as a queue that refused the event.
+                raise
             verb = "re-enqueue" if again else "enqueue"
             logger.error("service_webhooks: %s to Celery failed: %s", verb, describe(error))
             accepted = "the event again" if again else "the event"

@@ -42,6 +42,9 @@ def receiver(**kwargs: Any) -> WebhookReceiver:
         ({"lease": 10**400}, "lease must be a finite number of seconds > 0"),
         ({"retention": float("inf")}, "retention must be a finite number of seconds"),
         ({"retention": 10**400}, "retention must be a finite number of seconds"),
+        # finite but past any expiry a store can hold (Redis PX raised OverflowError)
+        ({"retention": 1e308}, r"retention must be .* <= 31536000000 \(1000 years\)"),
+        ({"lease": 1e12}, r"lease must be at most 31536000000 seconds \(1000 years\)"),
         ({"retention": "259200"}, "retention must be a number"),
         ({"retention": True}, "retention must be a number"),
         ({"unhandled_status": "200"}, "unhandled_status must be an int"),

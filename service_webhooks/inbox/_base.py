@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from .._exceptions import ConfigurationError
+from ..stores._base import MAX_DURATION
 
 __all__ = [
     "DEFAULT_INBOX_RETENTION",
@@ -278,7 +279,7 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-MAX_INBOX_RETENTION = 1000 * 365 * 24 * 3600
+MAX_INBOX_RETENTION = MAX_DURATION
 """The longest retention (1000 years): the prune's cutoff, now minus it, must stay a
 :class:`~datetime.datetime` (year 1 on)."""
 

@@ -41,6 +41,11 @@ __all__ = ["MIN_RETENTION", "ClaimState", "IdempotencyStore", "SyncStore"]
 MIN_RETENTION = 48 * 3600
 """Shortest allowed retention of ``DONE`` keys, in seconds (events die after 24 h)."""
 
+MAX_DURATION = 1000 * 365 * 24 * 3600
+"""Longest lease or retention, in seconds (1000 years): every backend's expiry time stays
+valid (Redis's ``PX`` milliseconds, a PostgreSQL ``timestamptz``, a ``datetime`` from year
+1 to 9999); a larger one raised ``OverflowError`` at the first completion."""
+
 
 def check_timeout(name: str, value: object, *, zero: bool = False) -> None:
     """Refuse a ``timeout`` that is not a finite ``int`` or ``float`` of seconds above 0

@@ -144,7 +144,7 @@ def test_an_event_without_handlers_is_unhandled_and_claims_nothing() -> None:
 
 def test_a_failing_handler_releases_the_worker_claim_and_raises() -> None:
     store = MemoryStore()
-    handoff = CeleryHandoff(eager_app(), store=store, lease=60, retention=3600)
+    handoff = CeleryHandoff(eager_app(), store=store, lease=60, retention=48 * 3600)
     attempts: list[int] = []
 
     @handoff.on("note.created")
@@ -200,6 +200,39 @@ def test_a_slow_handler_keeps_its_worker_claim_past_the_lease() -> None:
 def test_lease_and_retention_must_be_finite_positive_seconds(name: str, seconds: Any) -> None:
     with pytest.raises(ConfigurationError, match=f"{name} must be a finite number of seconds"):
         CeleryHandoff(eager_app(), store=MemoryStore(), **{name: seconds})
+
+
+@pytest.mark.parametrize("seconds", [60, 3600, 48 * 3600 - 1])
+def test_retention_shorter_than_the_receivers_48_hours_is_refused(seconds: float) -> None:
+    """A broker may hand a finished task's message out again hours later (a worker
+    killed before its ack, a Redis visibility timeout): its done record must outlive that."""
+    with pytest.raises(ConfigurationError, match=r"retention must be .* >= 172800 \(48 h\)"):
+        CeleryHandoff(eager_app(), store=MemoryStore(), retention=seconds)
+    assert CeleryHandoff(eager_app(), retention=48 * 3600).retention == 48 * 3600
+
+
+def test_retention_past_what_a_store_can_expire_is_refused() -> None:
+    # 1e308 s was accepted, then RedisStore.complete raised OverflowError on every event
+    with pytest.raises(ConfigurationError, match=r"retention must be at most .* \(1000 years\)"):
+        CeleryHandoff(eager_app(), store=MemoryStore(), retention=1e308)
+
+
+def test_an_eager_handler_failure_is_answered_as_a_handler_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With ``task_always_eager`` (tests) no broker is involved: a handler that raises is
+    the receiver's 500 ``handler_failed``, not a queue that refused the event (503)."""
+    handoff = CeleryHandoff(eager_app(), store=MemoryStore())
+
+    @handoff.on("note.created")
+    def broken(event: Event[Any]) -> None:
+        raise RuntimeError("bad data")
+
+    receiver = WebhookReceiver(SECRET, store="memory")
+    handoff.attach(receiver)
+    outcome = receiver.process(NOTE, sign(NOTE, SECRET, ORG))
+    assert (outcome.status, outcome.reason) == (500, "handler_failed")
+    assert "enqueue to Celery failed" not in caplog.text
 
 
 def test_a_failing_handler_without_a_store_raises() -> None:
