@@ -22,7 +22,11 @@ from service_webhooks.handoff import CeleryHandoff
 from service_webhooks.stores import RedisStore
 
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-SECRET = os.environ.get("SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123")
+# one secret, or several separated by spaces, newest first (a rotation), as the
+# service-webhooks command reads this variable
+SECRETS = os.environ.get(
+    "SERVICE_WEBHOOKS_SECRET", "whsec-development-only-0123456789abcdef0123"
+).split()
 WORK_SECONDS = float(os.environ.get("EXAMPLE_WORK_SECONDS", "30"))
 
 log = logging.getLogger("hooks")
@@ -53,6 +57,6 @@ def log_other(event: Event[Any]) -> None:
     log.info("received %s v%d", event.name, event.version)
 
 
-receiver = WebhookReceiver(secrets=SECRET, store=store)
+receiver = WebhookReceiver(secrets=SECRETS, store=store)
 handoff.attach(receiver)  # the receiver's only handler: enqueue, then answer 200
 web = WebhookApp(receiver)
