@@ -166,7 +166,8 @@ def default_idempotency_key(organization_id: str, body: bytes) -> str:
         prefixed = _prefixed(organization_id)
     digest = prefixed.copy()
     digest.update(body)
-    return digest.hexdigest()
+    key: str = digest.hexdigest()
+    return key
 
 
 _PREFIXED: dict[str, Any] = {}  # o -> SHA-256 fed o + "\n", never more: copied per key
