@@ -50,6 +50,7 @@ from ..stores._sqlite import (
     close_with_thread,
     connect,
     leave_inherited,
+    moved,
     writable,
 )
 from ._base import DEFAULT_INBOX_RETENTION, check_bounds
@@ -184,7 +185,7 @@ class SQLiteInbox(SQLInbox):
         (:func:`~service_webhooks.stores._sqlite.writable`) serves one statement (reading
         a file this process may not write works) and is closed after it, so that the
         file is written again, with no restart, once it can be."""
-        connection: Connection | None = getattr(self._local, "connection", None)
+        connection = self._kept()
         if connection is None:
             connection = connect(
                 self.path,
@@ -219,8 +220,22 @@ class SQLiteInbox(SQLInbox):
             ).fetchone()
         return found is not None
 
+    def _kept(self) -> Connection | None:
+        """This thread's connection, or ``None``: it has none yet, or the file it opened
+        is no longer at the path (:func:`~service_webhooks.stores._sqlite.moved`), and
+        then it is closed so that the path is opened again."""
+        connection: Connection | None = getattr(self._local, "connection", None)
+        if connection is not None and moved(connection):
+            self._local.connection = None
+            with self._lock:
+                self._connections.remove(connection)
+            connection.close()
+            self._size_total_made = False  # the file at the path may have none
+            return None
+        return connection
+
     def _ready(self) -> None:
-        if getattr(self._local, "connection", None) is None:
+        if self._kept() is None:
             with self._statement():
                 pass  # the table exists before another connection inserts into it
 

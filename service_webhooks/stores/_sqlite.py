@@ -246,6 +246,10 @@ class SQLiteStore(SyncStore):
 
     def _connection(self) -> Connection:
         connection: Connection | None = getattr(self._local, "connection", None)
+        if connection is not None and moved(connection):  # see moved(): open the path again
+            self._local.connection = None
+            self._forget(connection)
+            connection = None
         if connection is None:
             connection = self._local.connection = self._open(self.timeout)
             close_with_thread(self._local, connection, self._connections)
@@ -294,6 +298,10 @@ class SQLiteStore(SyncStore):
         """The running event loop's own connection: it never waits for a lock."""
         loop = asyncio.get_running_loop()
         connection = self._loop_connections.get(loop)
+        if connection is not None and moved(connection):  # see moved(): open the path again
+            del self._loop_connections[loop]
+            self._forget(connection)
+            connection = None
         if connection is None:
             connection = self._open(0)
             connection.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints: in a thread
@@ -445,6 +453,9 @@ class SQLiteStore(SyncStore):
             return  # the previous one is still at work
         try:
             connection = self._checkpointer
+            if connection is not None and moved(connection):
+                self._forget(connection)
+                connection = self._checkpointer = None
             if connection is None:
                 connection = self._checkpointer = self._open(CHECKPOINT_WAIT)
             connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the bulk, beside writes
@@ -720,6 +731,9 @@ def connect(path: str | os.PathLike[str], timeout: float, setup: Iterable[str] =
     connection = sqlite3.connect(
         path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=Connection
     )
+    connection.where = os.path.abspath(path)
+    connection.file = _file_id(connection.where)
+    connection.next_look = time.monotonic() + MOVED_LOOK_EVERY  # just looked
     try:
         deadline = time.monotonic() + timeout
         delay = _FIRST_RETRY
@@ -746,12 +760,15 @@ class Connection(sqlite3.Connection):
     (``pid``) and how many calls are at work on it (``at_work``), for a forked child
     (see :func:`leave_inherited`)."""
 
-    __slots__ = ("at_work", "pid")
+    __slots__ = ("at_work", "file", "next_look", "pid", "where")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pid = os.getpid()
         self.at_work = 0
+        self.where = ""  # the file's absolute path, and its (device, inode) when opened:
+        self.file: tuple[int, int] | None = None  # set by connect(), for moved()
+        self.next_look = 0.0  # time.monotonic() from which moved() looks again
 
 
 def leave_inherited(
@@ -845,10 +862,60 @@ def writable(path: str | os.PathLike[str]) -> bool:
     return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path``, or ``None`` when it cannot be read."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+MOVED_LOOK_EVERY = 1.0
+"""Seconds between two looks of :func:`moved` at one connection's path: a file deleted
+while open is noticed within that time, at no ``stat`` per call."""
+
+
+def moved(connection: Connection) -> bool:
+    """Whether the file ``connection`` opened is no longer at its path: deleted, or
+    replaced by another file (a restored backup, a file moved over it). In WAL mode
+    SQLite goes on reading and writing the file it opened, which no connection opened
+    after the change sees (another thread's, another process's, the CLI's, the next
+    start's) and which is gone once the process ends: such a connection is to be closed
+    and the path opened again (which makes the file anew when it is missing). Logged at
+    WARNING. One ``stat`` call, at most every :data:`MOVED_LOOK_EVERY` seconds per
+    connection (about 1.5 µs each: once per store call would be two per delivery); a path
+    that cannot be looked at now (no permission) is taken as unchanged, and so is a
+    connection :func:`connect` did not open."""
+    opened = getattr(connection, "file", None)
+    if opened is None:
+        return False
+    now = time.monotonic()
+    if now < connection.next_look:
+        return False
+    connection.next_look = now + MOVED_LOOK_EVERY
+    try:
+        found = os.stat(connection.where)
+    except FileNotFoundError:
+        found = None
+    except OSError:
+        return False
+    if found is not None and (found.st_dev, found.st_ino) == opened:
+        return False
+    logger.warning(
+        "service_webhooks: SQLite file %s was %s while open: opening the file now at"
+        " that path (what was written to the old one since is not in it)",
+        connection.where,
+        "deleted" if found is None else "replaced",
+    )
+    return True
+
+
 def cannot_write(error: Exception) -> bool:
     """Whether ``error`` says that its connection cannot write (``SQLITE_READONLY``,
     extended codes too: a file that became read-only after :func:`writable` said it was
-    not, or was moved away): only a new connection can write again."""
+    not; one moved away in rollback-journal mode, which WAL mode does not notice, see
+    :func:`moved`): only a new connection can write again."""
     code = getattr(error, "sqlite_errorcode", 0)
     return isinstance(error, sqlite3.Error) and code & 0xFF == sqlite3.SQLITE_READONLY
 
