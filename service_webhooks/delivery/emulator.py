@@ -26,8 +26,9 @@ life would run in the real seconds a slow handler takes, every retry meeting the
 attempt still in progress.
 
 Time comes from an injectable :class:`~.clock.Clock`; the ``t`` that is signed comes
-from ``signing_clock`` (default :func:`time.time`), so a receiver with a real clock
-accepts deliveries even when the queue runs on a virtual one.
+from ``signing_clock`` (default :func:`time.time`, read at each signature), so a
+receiver with a real clock accepts deliveries even when the queue runs on a virtual one,
+and one under a frozen clock (freezegun) accepts them too.
 """
 
 from __future__ import annotations
@@ -177,7 +178,9 @@ class Emulator:
         shuffle: Start due attempts in random order.
         seed: Seed of the random source (jitter, duplicates, shuffling).
         concurrency: Most attempts in flight at once (>= 1).
-        signing_clock: Source of the signed ``t``, Unix seconds.
+        signing_clock: Source of the signed ``t``, Unix seconds (default:
+            :func:`time.time`, looked up at each call, so that a test's frozen clock,
+            freezegun's ``freeze_time``, signs as the receiver under test checks).
         throttle: ``False``: no rate limit at all (``rate_limiter`` is then ignored).
 
     Raises:
@@ -201,7 +204,7 @@ class Emulator:
         shuffle: bool = False,
         seed: int | None = None,
         concurrency: int = 16,
-        signing_clock: Callable[[], float] = time.time,
+        signing_clock: Callable[[], float] | None = None,
         throttle: bool = True,
     ) -> None:
         if not 0.0 <= duplicates <= 1.0:
@@ -227,7 +230,7 @@ class Emulator:
         self.duplicate_delay = duplicate_delay
         self.shuffle = shuffle
         self.concurrency = concurrency
-        self.signing_clock = signing_clock
+        self.signing_clock: Callable[[], float] = signing_clock or _unix_time
         self.rng = random.Random(seed)
         # Clock time that stands still during I/O (a virtual clock) must not jump ahead
         # while a timed-out attempt is still being handled by the receiver.
@@ -498,3 +501,10 @@ def _percentile(values: list[float], q: float) -> float:
 def _in_flight(outcome: AttemptResult) -> bool:
     """A 503 ``in_flight``: the receiver is still handling an earlier attempt."""
     return outcome.status == 503 and receiver_reason(outcome.response_snippet) == "in_flight"
+
+
+def _unix_time() -> float:
+    """:func:`time.time`, looked up when called: a default of ``time.time`` itself would
+    be bound at import, and freezegun could not freeze the signed ``t`` of a test that
+    freezes the receiver's clock (every delivery would then be a 401 ``timestamp``)."""
+    return time.time()

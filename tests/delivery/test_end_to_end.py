@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import sw_receiver_server
+from freezegun import freeze_time
 
 from service_webhooks import ConfigurationError
 from service_webhooks.delivery import (
@@ -150,6 +151,20 @@ async def test_wrong_secret_is_a_permanent_failure(caplog: pytest.LogCaptureFixt
 async def _answer_200(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b""})
+
+
+async def test_deliver_to_app_signs_with_a_frozen_clock(caplog: pytest.LogCaptureFixture) -> None:
+    """Under freezegun, the signed ``t`` is the frozen time the receiver checks against.
+
+    It used to be the real time (``signing_clock=time.time`` bound at import, out of
+    freezegun's reach): every delivery was answered 401 ``timestamp``, a permanent failure.
+    """
+    caplog.set_level(logging.CRITICAL, logger="service_webhooks")
+    target = Target(SECRET, 0)
+    with freeze_time("2020-01-01 12:00:00"):
+        emulator = await deliver_to_app(target, notes(2), secret=SECRET, organization_id=ORG)
+    assert [e.status for d in emulator.deliveries for e in d.attempts] == [200, 200]
+    assert {e.timestamp for d in emulator.deliveries for e in d.attempts} == {1577880000}
 
 
 async def test_deliver_to_app_delivers_every_subcategory_and_version() -> None:
