@@ -740,6 +740,7 @@ class WebhookReceiver:
         store = self.store
         event = plan.event
         key, token = event.idempotency_key, plan.token
+        handler_time = None  # set once the handlers finished: a later 503 reports it
         try:
             try:  # inline, not guard(store.claim, ...): its frame and *args cost 0.3 µs here
                 state = store.claim(key, token, self.lease)
@@ -789,8 +790,8 @@ class WebhookReceiver:
                         raise
                     raise store_failed(error) from error
             return self._answer(plan, self._processed, started, handler_time)
-        except WebhookError as error:
-            return self._rejected(error, started, plan)
+        except WebhookError as error:  # the store: claim, or completion after the handlers
+            return self._rejected(error, started, plan, handler_time)
 
     async def _aprocess(
         self, body: bytes, signature: str | bytes | None, method: str, tracer: DeliveryTracer | None
@@ -818,6 +819,7 @@ class WebhookReceiver:
         store = self.store
         event = plan.event
         key, token = event.idempotency_key, plan.token
+        handler_time = None  # as in _execute
         try:
             try:
                 state = await store.aclaim(key, token, self.lease)
@@ -867,8 +869,8 @@ class WebhookReceiver:
                         raise
                     raise store_failed(error) from error
             return self._answer(plan, self._processed, started, handler_time)
-        except WebhookError as error:
-            return self._rejected(error, started, plan)
+        except WebhookError as error:  # the store: claim, or completion after the handlers
+            return self._rejected(error, started, plan, handler_time)
 
     # -- secrets ------------------------------------------------------------------
 
@@ -1107,13 +1109,22 @@ class WebhookReceiver:
         )
         return self._answer(plan, HANDLER_FAILED, started, handler_time, "", error_type)
 
-    def _rejected(self, error: WebhookError, started: float, plan: _Plan | None = None) -> Outcome:
-        """The answer for one of the library's errors (``plan``: raised after decoding)."""
+    def _rejected(
+        self,
+        error: WebhookError,
+        started: float,
+        plan: _Plan | None = None,
+        handler_time: float | None = None,
+    ) -> Outcome:
+        """The answer for one of the library's errors (``plan``: raised after decoding;
+        ``handler_time``: after the handlers ran, so that the log line and the inbox
+        show that a store failure at completion came once they had run: the retry runs
+        them again)."""
         outcome = outcome_for_error(error)
         cause = error.__cause__
         error_type = type(cause).__name__ if isinstance(error, StoreError) and cause else None
         if plan is not None:
-            return self._answer(plan, outcome, started, None, str(error), error_type)
+            return self._answer(plan, outcome, started, handler_time, str(error), error_type)
         return self._finish(outcome, started, None, None, None, str(error), error_type)
 
     def _refused(

@@ -16,6 +16,7 @@ from service_webhooks import (
     MAX_BODY_SIZE,
     ClaimState,
     ConfigurationError,
+    DeliveryRecord,
     Event,
     MemoryStore,
     NoteCreated,
@@ -320,13 +321,17 @@ class BrokenStore(MemoryStore):
 def test_store_failure_answers_503_never_200(
     secret: str, signed: Signed, drive: Drive, fail: str, ran: bool
 ) -> None:
-    receiver = WebhookReceiver(secrets=secret, store=BrokenStore(fail))
+    records: list[DeliveryRecord] = []
+    receiver = WebhookReceiver(secrets=secret, store=BrokenStore(fail), observers=[records.append])
     calls: list[int] = []
     receiver.on("note.created", lambda event: calls.append(1))
     outcome = drive(receiver, *signed())
     assert (outcome.status, outcome.reason) == (503, "store_unavailable")
     assert "Retry-After" in dict(outcome.headers)
     assert calls == ([1] if ran else [])
+    # the record (log line, inbox) shows whether the handlers ran before the store
+    # failed: a failed completion comes with their time, the retry runs them again
+    assert (records[0].handler_duration is not None) is ran
 
 
 def test_a_failed_completion_releases_the_claim_so_the_retry_runs_at_once(
