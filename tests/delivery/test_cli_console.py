@@ -37,19 +37,21 @@ def write_events(path: Path, *items: Any) -> Path:
 
 
 @pytest.fixture(scope="module")
-def slow_receiver(serve: Callable[..., Any]) -> Iterator[tuple[str, list[str]]]:
+def slow_receiver(serve: Callable[..., Any]) -> Iterator[tuple[str, list[str], list[str]]]:
     """A real WebhookReceiver whose note.created handler takes 2 s; ``seen`` lists
-    the note ids it finished processing."""
+    the note ids it finished processing, ``started`` those it began."""
     seen: list[str] = []
+    started: list[str] = []
     receiver = WebhookReceiver(secrets=SECRET, store=MemoryStore())
 
     @receiver.on("note.created")
     async def handle(event: Any) -> None:
+        started.append(event.data.id)
         await asyncio.sleep(2.0)
         seen.append(event.data.id)
 
     with serve(WebhookApp(receiver)) as url:
-        yield url, seen
+        yield url, seen, started
 
 
 def test_deliver_two_subcategories_of_one_organization(status_server: Any, tmp_path: Path) -> None:
@@ -156,10 +158,12 @@ def test_segment_trend_alert_without_a_subcategory_is_a_usage_error(
     assert len(app.requests) == before
 
 
-def test_trigger_fast_waits_for_a_slow_handler(slow_receiver: tuple[str, list[str]]) -> None:
+def test_trigger_fast_waits_for_a_slow_handler(
+    slow_receiver: tuple[str, list[str], list[str]],
+) -> None:
     """The first attempt times out (1 s) while the handler still works (2 s); under
     --fast the retry must not start before the receiver is done with it."""
-    url, seen = slow_receiver
+    url, seen, _ = slow_receiver
     result = run(
         "trigger", "note.created", "--url", url, "--secret", SECRET, "--fast",
         "--allow-private-destinations", "--timeout", "1",
@@ -172,8 +176,10 @@ def test_trigger_fast_waits_for_a_slow_handler(slow_receiver: tuple[str, list[st
     assert seen.count("n-slow") == 1
 
 
-def test_trigger_shows_the_receivers_outcome(slow_receiver: tuple[str, list[str]]) -> None:
-    url, _ = slow_receiver
+def test_trigger_shows_the_receivers_outcome(
+    slow_receiver: tuple[str, list[str], list[str]],
+) -> None:
+    url, _, _ = slow_receiver
     common = ["--url", url, "--secret", SECRET, "--allow-private-destinations", "--fast"]
     data = ["--data", '{"id": "n-shown", "author": "a@example.com", "text": "t"}']
     first = run("trigger", "note.created", *common, *data)
@@ -283,11 +289,11 @@ def test_ctrl_c_stops_trigger_with_exit_code_130(
 
 
 def test_deliver_stopped_with_a_request_in_flight_counts_and_names_it(
-    slow_receiver: tuple[str, list[str]], tmp_path: Path
+    slow_receiver: tuple[str, list[str], list[str]], tmp_path: Path
 ) -> None:
     """The summary had said ``attempts 0`` and "queued: no attempt" for a request the
     receiver had got (its handler still ran to the end)."""
-    url, seen = slow_receiver
+    url, seen, started = slow_receiver
     marker = f"n-in-flight-{len(seen)}-{time.monotonic_ns()}"
     events = write_events(
         tmp_path / "events.jsonl",
@@ -306,8 +312,10 @@ def test_deliver_stopped_with_a_request_in_flight_counts_and_names_it(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)  # the request is out; the handler takes 2 s
-    process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 30  # the request is out (a loaded machine: not 1 s)
+    while marker not in started and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)  # the handler, 2 s long, is running
     stdout, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert re.search(r"attempts\s+1", stdout), stdout
