@@ -113,6 +113,17 @@ def test_examples_share_one_default_secret() -> None:
     assert len({found[0] for found in defaults.values()}) == 1, defaults
 
 
+@pytest.mark.parametrize(
+    "page", [*(f"docs/{path.name}" for path in sorted((ROOT / "docs").glob("*.md"))), "README.md"]
+)
+def test_pages_split_the_secret_variable_they_give_a_receiver(page: str) -> None:
+    """``SERVICE_WEBHOOKS_SECRET="new old"`` is a rotation for the CLI; a receiver given
+    the unsplit ``str`` keeps it as one secret and answers every delivery 401."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    unsplit = re.findall(r'environ\["SERVICE_WEBHOOKS_SECRET"\](?!\.split\(\))', text)
+    assert not unsplit, f"{page}: {len(unsplit)} unsplit SERVICE_WEBHOOKS_SECRET"
+
+
 def test_receiver_reference_documents_the_registration_methods() -> None:
     text = (ROOT / "docs/reference/receiver.md").read_text(encoding="utf-8")
     for name in ("on", "on_any", "on_error", "remove"):

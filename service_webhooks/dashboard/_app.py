@@ -248,6 +248,13 @@ def _basic_credentials(value: str | tuple[str, str]) -> tuple[bytes, bytes]:
     return user.encode(), password.encode()
 
 
+def _csrf_key_of(credentials: tuple[bytes, bytes]) -> bytes:
+    """The replay token's key for Basic ``credentials``: the same in every worker process
+    given them (a random key per process refused about half the forms of two workers),
+    and unknown to whoever lacks the password, who could not log in either."""
+    return hmac.new(credentials[1], b"service-webhooks dashboard csrf key", "sha256").digest()
+
+
 class Dashboard:
     """The dashboard as an ASGI app (HTTP only). Build it with :func:`dashboard`.
 
@@ -743,8 +750,10 @@ def dashboard(
         authorize: ``authorize(scope) -> bool`` (or awaitable) for apps with their own
             login; ``False`` is answered 403. Exactly one of ``basic_auth`` and
             ``authorize`` is required.
-        csrf_key: Key (bytes) of the replay form's HMAC token; default: random per
-            process. Give the same key to every worker process serving the dashboard.
+        csrf_key: Key (bytes) of the replay form's HMAC token. Default with
+            ``basic_auth``: derived from its password (HMAC-SHA256), so every worker
+            process given the same credentials agrees on it; with ``authorize``: random
+            per process, so give every worker process the same key.
         page_size: Deliveries per list page (1..1000).
         title: Shown in the header and the window title.
         trusted_origins: The origins browsers reach the dashboard at through a reverse
@@ -783,12 +792,15 @@ def dashboard(
             "the receiver keeps no inbox (inbox=False, or a store that keeps none), so it "
             "cannot replay: give it the inbox the dashboard shows"
         )
+    credentials = None if basic_auth is None else _basic_credentials(basic_auth)
+    if csrf_key is None:
+        csrf_key = secrets.token_bytes(32) if credentials is None else _csrf_key_of(credentials)
     return Dashboard(
         inbox,
         receiver=receiver,
-        basic_auth=None if basic_auth is None else _basic_credentials(basic_auth),
+        basic_auth=credentials,
         authorize=authorize,
-        csrf_key=csrf_key if csrf_key is not None else secrets.token_bytes(32),
+        csrf_key=csrf_key,
         page_size=page_size,
         title=title,
         trusted_origins=origins,
