@@ -616,6 +616,15 @@ class ClientCore:
     def __repr__(self) -> str:
         return f"ClientCore(base_url={str(self.base_url)!r}, timeout={self.timeout})"
 
+    def sent_path(self, path: str) -> str:
+        """``path`` (a :class:`Call`'s) as sent: after the base URL's path, as ``httpx``
+        joins them (``https://h/api`` and ``/operations/v1`` give ``/api/operations/v1``),
+        so every error's ``path`` names the same request."""
+        prefix = self.base_url.raw_path.decode("ascii")
+        if not prefix.endswith("/"):
+            prefix += "/"
+        return prefix + path.lstrip("/")
+
     def headers(self) -> dict[str, str]:
         """Headers of every request (spec §5.1). Contains the key: never log it."""
         return {

@@ -158,7 +158,7 @@ class PrivacySettings:
         Args and errors are those of :meth:`history`; argument errors are raised here,
         request errors while iterating.
         """
-        cursor = Cursor(_core.history_call, limit, pagination_token)
+        cursor = Cursor(_core.history_call, limit, pagination_token, self._client._core.sent_path)
         return Pager(lambda call: self._client._page(call, HistoryPage), cursor)
 
 
@@ -217,7 +217,7 @@ class Operations:
         def build(page_limit: int | None, token: str | None) -> Call:
             return _core.operations_call(filters, page_limit, token)
 
-        cursor = Cursor(build, limit, pagination_token)
+        cursor = Cursor(build, limit, pagination_token, self._client._core.sent_path)
         return Pager(lambda call: self._client._page(call, OperationsPage), cursor)
 
     def cancel(self, operation_id: str) -> None:

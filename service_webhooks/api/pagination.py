@@ -56,12 +56,20 @@ class Cursor:
             validates ``limit`` (raising :class:`~.errors.ParameterError`).
         limit: First page size, validated now (before any request).
         token: Token to start from, or ``None`` for the first page.
+        sent_path: Turns a call's path into the path as sent (the base URL's path
+            prefix added), for the :class:`~.errors.PaginationError` it raises; the
+            call's own path when not given.
     """
 
     def __init__(
-        self, build: Callable[[int | None, str | None], Call], limit: int | None, token: str | None
+        self,
+        build: Callable[[int | None, str | None], Call],
+        limit: int | None,
+        token: str | None,
+        sent_path: Callable[[str], str] | None = None,
     ) -> None:
         self._build = build
+        self._sent_path = sent_path
         build(limit, token)  # validate everything before the first request
         self._limit = limit
         self.token = token or None
@@ -106,7 +114,7 @@ class Cursor:
             self._pending = PaginationError(
                 f"the service repeated pagination token {next_token!r}; stopping to avoid a loop",
                 method=call.method,
-                path=call.path,
+                path=call.path if self._sent_path is None else self._sent_path(call.path),
                 token=next_token,
             )
             return

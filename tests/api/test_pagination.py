@@ -9,9 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
-from service_webhooks.api import APIResponseError, NotFoundError, PaginationError
+from service_webhooks.api import (
+    APIResponseError,
+    AsyncClient,
+    Client,
+    NotFoundError,
+    PaginationError,
+)
 from service_webhooks.testing.fake_api import Fault
 
 if TYPE_CHECKING:
@@ -244,3 +251,39 @@ async def test_an_empty_token_under_the_other_name_still_ends_the_iteration(
 ) -> None:
     api.fake.inject(Fault(status=200, body=body, path=path))
     assert len(await api.items(_iter(api, path))) == 1
+
+
+def _repeating(request: httpx.Request) -> httpx.Response:
+    """Every page hands back the same token; a cancel is unknown (404)."""
+    if request.method == "POST":
+        return httpx.Response(404, json={"message": "no such operation"})
+    if request.url.path.endswith(HISTORY):
+        return httpx.Response(200, json={"versions": [], "next_pagination_token": "same"})
+    return httpx.Response(200, json={"operations": [], "nextPaginationToken": "same"})
+
+
+@pytest.mark.parametrize("base_url", ["http://api.invalid/prefix", "http://api.invalid/prefix/"])
+async def test_a_repeated_token_error_names_the_path_as_sent_under_a_base_path(
+    base_url: str,
+) -> None:
+    """``.path`` is the path as sent, base URL prefix included, like every other error's
+    (it was the bare spec path, so two errors of one client named different paths)."""
+    transport = httpx.MockTransport(_repeating)
+    client = Client("k", base_url=base_url, transport=transport)
+    with pytest.raises(NotFoundError) as not_found:
+        client.operations.cancel("op-1")
+    assert not_found.value.path == "/prefix/operations/v1/op-1/cancel"
+    with pytest.raises(PaginationError) as caught:
+        list(client.operations.iter(state="PENDING"))
+    assert caught.value.path == "/prefix" + OPERATIONS
+    with pytest.raises(PaginationError) as caught:
+        list(client.privacy_settings.iter_history())
+    assert caught.value.path == "/prefix" + HISTORY
+
+    async with AsyncClient("k", base_url=base_url, transport=transport) as aclient:
+        with pytest.raises(PaginationError) as caught:
+            [op async for op in aclient.operations.iter()]
+        assert caught.value.path == "/prefix" + OPERATIONS
+        with pytest.raises(PaginationError) as caught:
+            [version async for version in aclient.privacy_settings.iter_history()]
+        assert caught.value.path == "/prefix" + HISTORY
