@@ -28,7 +28,9 @@ attempt still in progress.
 Time comes from an injectable :class:`~.clock.Clock`; the ``t`` that is signed comes
 from ``signing_clock`` (default :func:`time.time`, read at each signature), so a
 receiver with a real clock accepts deliveries even when the queue runs on a virtual one,
-and one under a frozen clock (freezegun) accepts them too.
+and one under a frozen clock (freezegun) accepts them too; a retry signed within the
+same second as the previous attempt of its delivery gets that ``t`` plus one, so every
+attempt carries a new ``t``.
 """
 
 from __future__ import annotations
@@ -180,7 +182,9 @@ class Emulator:
         concurrency: Most attempts in flight at once (>= 1).
         signing_clock: Source of the signed ``t``, Unix seconds (default:
             :func:`time.time`, looked up at each call, so that a test's frozen clock,
-            freezegun's ``freeze_time``, signs as the receiver under test checks).
+            freezegun's ``freeze_time``, signs as the receiver under test checks); an
+            attempt's ``t`` is always later than its delivery's previous attempt's (see
+            :func:`_signed_time`).
         throttle: ``False``: no rate limit at all (``rate_limiter`` is then ignored).
 
     Raises:
@@ -392,7 +396,7 @@ class Emulator:
         )
 
     async def _attempt(self, delivery: Delivery, started: float) -> None:
-        timestamp = int(self.signing_clock())
+        timestamp = _signed_time(delivery, self.signing_clock())
         began = time.perf_counter()
         try:
             outcome = await self._send(delivery, timestamp)
@@ -496,6 +500,20 @@ def _percentile(values: list[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def _signed_time(delivery: Delivery, now: float) -> int:
+    """The ``t`` to sign for the next attempt of ``delivery``: ``now``, and always later
+    than its previous attempt's (spec §5.2, §6.1: each attempt is a new request with a
+    new ``t``). On a virtual clock retries come within the same real second; a ``t``
+    equal to the last one would make the retry byte for byte the same request. So ``t``
+    runs ahead of ``now`` by at most one second per attempt made in that second (about
+    150 s for an event that dies after 24 virtual hours, within the 5-minute tolerance).
+    """
+    t = int(now)
+    if delivery.attempts:
+        t = max(t, delivery.attempts[-1].timestamp + 1)
+    return t
 
 
 def _in_flight(outcome: AttemptResult) -> bool:

@@ -141,6 +141,30 @@ async def test_new_timestamp_every_attempt_same_body(Recording: Any, mock_sender
         verify(request.content, request.headers[SIGNATURE_HEADER], [Secret(SECRET)], now=t)
 
 
+async def test_retries_within_one_real_second_get_a_new_timestamp(
+    Recording: Any, mock_sender: Any
+) -> None:
+    """On a virtual clock (``--fast``) the retries of an event come within the same real
+    second; each must still be a new request with a new ``t`` (spec §5.2, §6.1), not the
+    same signature header again."""
+    statuses = iter([503, 503, 500, 200])
+    transport = Recording(lambda request: next(statuses))
+    async with mock_sender(transport) as sender:
+        emulator = Emulator(sender, clock=VirtualClock(), signing_clock=lambda: 1_700_000_000.5)
+        emulator.add_endpoint(endpoint())
+        (delivery,) = emulator.publish(note())
+        await emulator.run()
+    assert delivery.state is DeliveryState.SUCCEEDED
+    stamps = [
+        parse_signature_header(r.headers[SIGNATURE_HEADER]).timestamp for r in transport.calls
+    ]
+    assert stamps == [1_700_000_000, 1_700_000_001, 1_700_000_002, 1_700_000_003]
+    assert [e.timestamp for e in delivery.attempts] == stamps
+    assert {r.content for r in transport.calls} == {delivery.event.body}
+    for request, t in zip(transport.calls, stamps, strict=True):
+        verify(request.content, request.headers[SIGNATURE_HEADER], [Secret(SECRET)], now=t)
+
+
 async def test_on_attempt_sees_when_the_next_attempt_is_due(
     Recording: Any, mock_sender: Any
 ) -> None:
