@@ -390,19 +390,33 @@ def replay(
     receiver = _load_receiver(receiver_spec)
     if receiver.inbox is None:
         raise click.UsageError(f"{NO_INBOX}: nothing to replay")
-    failed = 0
+    failed = missing = 0
     for record in records:
         try:
             outcome = receiver.replay(record.id, force=force)
         except KeyError:
             click.echo(f"{record.id}\tnot in the receiver's inbox", err=True)
             failed += 1
+            missing += 1
             continue
         failed += not outcome.ok
         click.echo(replay_line(record, outcome))
     click.echo(replay_total(len(records), failed), err=True)
+    if records and missing == len(records):  # not one: another inbox, not a prune
+        click.echo(_other_inbox_hint(receiver_spec, store), err=True)
     if failed:
         sys.exit(1)
+
+
+def _other_inbox_hint(receiver_spec: str, store: str) -> str:
+    """What ``replay`` adds when none of the selected deliveries is in the receiver's
+    inbox: the receiver records somewhere else than ``--store`` (a prune deletes a few
+    of them, not every one), so no handler ran and retrying as it is changes nothing."""
+    return (
+        f"none of them is in the inbox of {receiver_spec}: it records into another inbox "
+        f"than --store {redact_url(store.strip())}; pass the --store URL it records into "
+        "(or load a receiver that records into this one)"
+    )
 
 
 @inbox.command("prune")

@@ -452,6 +452,22 @@ def test_replay_through_a_receiver_of_another_inbox_fails_per_record(box: Box) -
     assert box.ran() == ["n-2"]
 
 
+def test_replay_through_a_receiver_of_another_inbox_says_so_once(box: Box) -> None:
+    """When not one selected delivery is in the receiver's inbox, the receiver records
+    elsewhere than ``--store``: the operator is told which option to fix, once, instead
+    of only a line per delivery (2,000 of them after a day of retries)."""
+    args = ("--status", "5xx", "--receiver", f"{box.module}:other", "--store", box.store)
+    result = run("replay", *args, code=1)
+    assert result.stderr.count("not in the receiver's inbox") == 1
+    assert result.stderr.endswith(
+        f"none of them is in the inbox of {box.module}:other: it records into another "
+        f"inbox than --store {box.store}; pass the --store URL it records into (or load a "
+        "receiver that records into this one)\n"
+    )
+    own = ("--status", "5xx", "--receiver", f"{box.module}:receiver", "--store", box.store)
+    assert "none of them" not in run("replay", *own, code=1).stderr  # its handler fails
+
+
 def test_replay_usage_errors(box: Box) -> None:
     spec = f"{box.module}:receiver"
     failed = box.ids["handler_failed"]
