@@ -456,6 +456,13 @@ AUTH_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_AUTH"
 ORIGINS_ENVVAR = "SERVICE_WEBHOOKS_DASHBOARD_TRUSTED_ORIGINS"
 
 
+def _bare_host(host: str) -> str:
+    """``host`` without the brackets a URL puts around an IPv6 address (``[::1]``), which
+    the loopback check accepted but no interface is named (the bind failed)."""
+    host = host.strip()
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
 def _is_loopback(host: str) -> bool:
     if host.strip().lower() == "localhost":
         return True
@@ -521,9 +528,10 @@ def serve(
     Needs the 'dashboard' extra. Every request needs the Basic credentials; a host
     other than 127.0.0.1, ::1 or localhost is refused without --basic-auth.
     """
+    given, host = host, _bare_host(host)  # [::1], as in a URL: the address itself binds
     if not basic_auth and not _is_loopback(host):
         raise click.UsageError(
-            f"--host {host} is reachable from other machines: give credentials with "
+            f"--host {given} is reachable from other machines: give credentials with "
             f"--basic-auth USER:PASSWORD (or ${AUTH_ENVVAR}), or listen on 127.0.0.1"
         )
     if basic_auth is not None:

@@ -645,6 +645,16 @@ def test_serve_on_a_port_in_use_fails_before_making_a_password(
     assert served == []
 
 
+def test_serve_takes_an_ipv6_host_in_brackets_as_in_a_url(
+    box: Box, served: list[tuple[Any, dict[str, Any]]]
+) -> None:
+    # "[::1]" passed the loopback check, then failed to bind: "Name or service not known"
+    result = run("serve", "--store", box.store, "--host", "[::1]", "--port", "0")
+    [(_, options)] = served
+    assert options["host"] == "::1"
+    assert f"inbox dashboard on http://[::1]:{options['bound_port']}/" in result.stderr
+
+
 def test_serve_with_credentials_a_receiver_and_an_ipv6_host(
     box: Box, served: list[tuple[Any, dict[str, Any]]]
 ) -> None:
