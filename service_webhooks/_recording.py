@@ -195,10 +195,12 @@ def note_finish(
 def defer_report(record: DeliveryRecord) -> bool:
     """Called by the receiver's ``_finish``: keep ``record`` until the delivery is
     recorded, since a failed record turns the answer into 503 and the log line, the
-    observers and the span must tell the answer sent. ``False``: no live delivery is
-    being recorded (a replay, or no inbox), so report it now."""
+    observers and the span must tell the answer sent; or until a replay's answer is
+    final (a forced replay answers ``duplicate`` before its handlers run again: one
+    report, of the answer it returns). ``False``: no delivery or replay is being
+    recorded, so report it now."""
     note = _current.get()
-    if note is None or not note.live:
+    if note is None:
         return False
     note.report = record
     return True
@@ -597,6 +599,13 @@ def _replay_of(note: Note, outcome: Outcome, forced: bool) -> Replay:
     )
 
 
+def _report_replay(receiver: WebhookReceiver, note: Note) -> None:
+    """The one report (log line, observers) of a replay: its final answer, which
+    ``_finish`` deferred (:func:`defer_report`)."""
+    if note.report is not None:
+        receiver._report(note.report)
+
+
 def replay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = False) -> Outcome:
     """See :meth:`WebhookReceiver.replay`."""
     inbox, record = _stored(receiver, delivery_id)
@@ -617,6 +626,7 @@ def replay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = False) 
                 outcome = _forced(receiver, plan, started)
     finally:
         _current.reset(reset)
+    _report_replay(receiver, note)
     inbox.add_replay(record.id, _replay_of(note, outcome, forced))
     return outcome
 
@@ -646,5 +656,6 @@ async def areplay(receiver: WebhookReceiver, delivery_id: str, *, force: bool = 
                 outcome = await _aforced(receiver, plan, started)
     finally:
         _current.reset(reset)
+    _report_replay(receiver, note)
     await inbox.aadd_replay(record.id, _replay_of(note, outcome, forced))
     return outcome

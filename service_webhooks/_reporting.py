@@ -74,7 +74,8 @@ class DeliveryTracer(Protocol):
 
     def delivery(self) -> AbstractContextManager[object]:
         """Entered first thing in ``process``/``aprocess``, exited after the answer is
-        decided and every observer was called. Not used by ``precheck``."""
+        decided and every observer was called. Not used by ``precheck`` nor by a
+        replay."""
         ...
 
     def handlers(self, event: Event[Any], /) -> AbstractContextManager[object]:

@@ -20,7 +20,8 @@ What it records (names are module constants):
   cannot carry), ``webhook.organization.id``,
   ``webhook.idempotency_key.prefix`` (12 characters), ``webhook.detail`` (why a request
   was refused) and ``error.type``. Status ERROR for a 5xx answer. An answer given by
-  ``precheck`` (405, 413 before the body is read) gets a span of its own, ended at once.
+  ``precheck`` (405, 413 before the body is read), and a replay (``receiver.replay``),
+  get a span of their own, ended at once (a replay's handlers get no handler span).
 * Span ``service_webhooks.handle`` (:data:`HANDLER_SPAN`) around the event's handlers,
   current while they run (so a handler's database or HTTP spans nest under it), with
   ``webhook.event.name`` and ``webhook.event.version``; a handler's exception is

@@ -61,3 +61,30 @@ def test_a_forced_replay_runs_the_celery_workers_handlers_again() -> None:
     assert runs == ["n-1"]
     outcome = receiver.replay(record.id, force=True)
     assert (outcome.reason, runs) == ("processed", ["n-1", "n-1"])
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_replay_is_reported_once_with_the_answer_it_returns(force: bool) -> None:
+    """A forced replay of a processed delivery first meets its done key (``duplicate``),
+    then runs the handlers: one log line and one observer call, of ``processed``."""
+    receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=MemoryInbox())
+    receiver.on("note.created")(lambda event: None)
+    seen: list[str] = []
+    receiver.on_outcome(lambda record: seen.append(record.reason))
+    assert receiver.process(BODY, sign(BODY, SECRET, ORG)).reason == "processed"
+    [record] = receiver.inbox.search().items  # type: ignore[union-attr]
+    seen.clear()
+    outcome = receiver.replay(record.id, force=force)
+    assert seen == [outcome.reason] == ["processed" if force else "duplicate"]
+
+
+async def test_an_async_forced_replay_is_reported_once() -> None:
+    receiver = WebhookReceiver(SECRET, store=MemoryStore(), inbox=MemoryInbox())
+    receiver.on("note.created")(lambda event: None)
+    seen: list[str] = []
+    receiver.on_outcome(lambda record: seen.append(record.reason))
+    assert (await receiver.aprocess(BODY, sign(BODY, SECRET, ORG))).reason == "processed"
+    [record] = receiver.inbox.search().items  # type: ignore[union-attr]
+    seen.clear()
+    assert (await receiver.areplay(record.id, force=True)).reason == "processed"
+    assert seen == ["processed"]
