@@ -127,7 +127,27 @@ def _environment() -> jinja2.Environment:
     env.filters["when"] = _when
     env.filters["seconds"] = _seconds
     env.filters["clip"] = clip  # an event name or organization ID in a table cell
+    env.finalize = _visible  # every {{ value }}: control and bidi characters shown
     return env
+
+
+_HIDDEN = {
+    code: f"\\u{code:04x}"
+    for code in (
+        *(c for c in range(0x20) if chr(c) not in "\t\n\r"),  # C0 controls, NUL among them
+        *range(0x7F, 0xA0),  # DEL and the C1 controls
+        0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A),  # bidi
+    )
+}
+"""Characters a page shows as a ``\\uXXXX`` escape rather than as themselves: controls,
+and the bidirectional overrides and isolates (U+202E), with which a signed event name
+or body could display as other text than it holds (as the CLI's ``printable`` does)."""
+
+
+def _visible(value: object) -> object:
+    """Jinja2's ``finalize``: a ``str`` from a request with :data:`_HIDDEN` characters
+    escaped; anything else (numbers, the templates' own ``Markup``) as it is."""
+    return value.translate(_HIDDEN) if type(value) is str else value
 
 
 def _when(moment: datetime.datetime) -> str:

@@ -194,6 +194,21 @@ def test_payload_headers_and_errors_are_escaped(client: TestClient, flaky: Flaky
     assert "<script>" not in listing
 
 
+def test_control_and_bidi_characters_are_shown_as_escapes(client: TestClient, flaky: Flaky) -> None:
+    # a signed event name with a right-to-left override displayed as other text than it
+    # holds ("report\u202egpj.exe" reads "reportexe.jpg"); the CLI already escaped it
+    name = "report\u202egpj.exe"
+    assert deliver(flaky.receiver, envelope("n-bidi", name=name)).status == 200
+    record = flaky.receiver.inbox.search().items[0]  # type: ignore[union-attr]
+    for path in ("/", f"/d/{record.id}"):
+        page = client.get(path, auth=AUTH).text
+        assert "\u202e" not in page, path
+        assert "report\\u202egpj.exe" in page, path
+    echoed = client.get("/?org=o-%00-x", auth=AUTH).text  # a filter value shown back
+    assert "\x00" not in echoed
+    assert "o-\\u0000-x" in echoed
+
+
 # -- replay and CSRF -----------------------------------------------------------------
 
 
