@@ -254,7 +254,7 @@ def _renew_while_alive(
         wake_at += interval
         delay = wake_at - time.monotonic()
         if delay > 0:
-            if gone.wait(delay):
+            if _wait(gone, delay):
                 return
         else:
             wake_at -= delay  # late (a slow store): count the next beat from now
@@ -263,3 +263,20 @@ def _renew_while_alive(
             return
         seen = renewer._beat(seen)
         del renewer  # not held while waiting for the next beat
+
+
+_LONGEST_WAIT = 86_400.0
+"""Longest single wait of the renewer thread, in seconds: a lease allowed up to 1000
+years makes an interval past ``threading.TIMEOUT_MAX`` (about 292 years), which
+``Event.wait`` refuses with ``OverflowError``, ending the thread with a traceback."""
+
+
+def _wait(gone: threading.Event, delay: float) -> bool:
+    """``gone.wait(delay)`` in steps of at most :data:`_LONGEST_WAIT` seconds: whether
+    ``gone`` was set before ``delay`` seconds passed."""
+    deadline = time.monotonic() + delay
+    while delay > _LONGEST_WAIT:
+        if gone.wait(_LONGEST_WAIT):
+            return True
+        delay = deadline - time.monotonic()
+    return gone.wait(max(delay, 0.0))

@@ -261,3 +261,21 @@ def test_receiver_close_ends_its_renewer_thread() -> None:
     assert again is not None
     assert again.is_alive()
     receiver.close()
+
+
+def test_the_longest_allowed_lease_keeps_its_thread_waiting() -> None:
+    """``lease`` may be up to 1000 years (MAX_DURATION); a third of that is past
+    ``threading.TIMEOUT_MAX``, and ``Event.wait`` raised ``OverflowError``: the thread
+    died with a traceback at the first delivery."""
+    from service_webhooks.stores._base import MAX_DURATION
+
+    assert MAX_DURATION / 3 > threading.TIMEOUT_MAX
+    renewer = Renewer(Scripted(ClaimState.NEW), lease=MAX_DURATION)
+    renewer.add("k", "t")
+    thread = renewer._thread
+    assert thread is not None
+    thread.join(0.2)
+    assert thread.is_alive()  # waiting, not dead
+    renewer.stop()
+    thread.join(2)
+    assert not thread.is_alive()

@@ -136,7 +136,11 @@ _HIDDEN = {
     for code in (
         *(c for c in range(0x20) if chr(c) not in "\t\n\r"),  # C0 controls, NUL among them
         *range(0x7F, 0xA0),  # DEL and the C1 controls
-        0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A),  # bidi
+        0x061C,
+        0x200E,
+        0x200F,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),  # bidi
     )
 }
 """Characters a page shows as a ``\\uXXXX`` escape rather than as themselves: controls,
@@ -273,6 +277,23 @@ def _csrf_key_of(credentials: tuple[bytes, bytes]) -> bytes:
     given them (a random key per process refused about half the forms of two workers),
     and unknown to whoever lacks the password, who could not log in either."""
     return hmac.new(credentials[1], b"service-webhooks dashboard csrf key", "sha256").digest()
+
+
+def _checked_csrf_key(key: object) -> bytes:
+    """``csrf_key`` as bytes: a ``str`` (an environment variable, ``secret new``'s
+    output) had been kept as it was, and every delivery page then answered 500 (HMAC
+    takes bytes); an empty key would make every token the same well-known value.
+
+    Raises:
+        ConfigurationError: Neither ``bytes`` nor ``str``, or empty.
+    """
+    if isinstance(key, str):
+        key = key.encode("utf-8", "surrogatepass")
+    if not isinstance(key, bytes):
+        raise ConfigurationError(f"csrf_key must be bytes or a str, not {type(key).__name__}")
+    if not key:
+        raise ConfigurationError("csrf_key must not be empty")
+    return key
 
 
 class Dashboard:
@@ -752,7 +773,7 @@ def dashboard(
     receiver: WebhookReceiver | None = None,
     basic_auth: str | tuple[str, str] | None = None,
     authorize: Authorize | None = None,
-    csrf_key: bytes | None = None,
+    csrf_key: bytes | str | None = None,
     page_size: int = 50,
     title: str = "Webhook inbox",
     trusted_origins: Iterable[str] = (),
@@ -770,10 +791,11 @@ def dashboard(
         authorize: ``authorize(scope) -> bool`` (or awaitable) for apps with their own
             login; ``False`` is answered 403. Exactly one of ``basic_auth`` and
             ``authorize`` is required.
-        csrf_key: Key (bytes) of the replay form's HMAC token. Default with
-            ``basic_auth``: derived from its password (HMAC-SHA256), so every worker
-            process given the same credentials agrees on it; with ``authorize``: random
-            per process, so give every worker process the same key.
+        csrf_key: Key of the replay form's HMAC token: non-empty ``bytes``, or a ``str``
+            taken as its UTF-8 bytes (what ``service-webhooks secret new`` prints).
+            Default with ``basic_auth``: derived from its password (HMAC-SHA256), so
+            every worker process given the same credentials agrees on it; with
+            ``authorize``: random per process, so give every worker process the same key.
         page_size: Deliveries per list page (1..1000).
         title: Shown in the header and the window title.
         trusted_origins: The origins browsers reach the dashboard at through a reverse
@@ -789,7 +811,7 @@ def dashboard(
 
     Raises:
         ConfigurationError: No inbox, a ``receiver`` that keeps none, no or both
-            authentication methods, a bad ``basic_auth`` or ``page_size``, a
+            authentication methods, a bad ``basic_auth``, ``csrf_key`` or ``page_size``, a
             ``trusted_origins`` value that is not an origin (or one string, not a list).
     """
     if (basic_auth is None) == (authorize is None):
@@ -815,6 +837,7 @@ def dashboard(
     credentials = None if basic_auth is None else _basic_credentials(basic_auth)
     if csrf_key is None:
         csrf_key = secrets.token_bytes(32) if credentials is None else _csrf_key_of(credentials)
+    csrf_key = _checked_csrf_key(csrf_key)
     return Dashboard(
         inbox,
         receiver=receiver,

@@ -30,7 +30,7 @@ from ``signing_clock`` (default :func:`time.time`, read at each signature), so a
 receiver with a real clock accepts deliveries even when the queue runs on a virtual one,
 and one under a frozen clock (freezegun) accepts them too; a retry signed within the
 same second as the previous attempt of its delivery gets that ``t`` plus one, so every
-attempt carries a new ``t``.
+attempt carries a new ``t`` (up to 240 s ahead of the clock, see :func:`_signed_time`).
 """
 
 from __future__ import annotations
@@ -183,8 +183,8 @@ class Emulator:
         signing_clock: Source of the signed ``t``, Unix seconds (default:
             :func:`time.time`, looked up at each call, so that a test's frozen clock,
             freezegun's ``freeze_time``, signs as the receiver under test checks); an
-            attempt's ``t`` is always later than its delivery's previous attempt's (see
-            :func:`_signed_time`).
+            attempt's ``t`` is later than its delivery's previous attempt's, up to 240 s
+            ahead of the clock (see :func:`_signed_time`).
         throttle: ``False``: no rate limit at all (``rate_limiter`` is then ignored).
 
     Raises:
@@ -508,12 +508,21 @@ def _signed_time(delivery: Delivery, now: float) -> int:
     new ``t``). On a virtual clock retries come within the same real second; a ``t``
     equal to the last one would make the retry byte for byte the same request. So ``t``
     runs ahead of ``now`` by at most one second per attempt made in that second (about
-    150 s for an event that dies after 24 virtual hours, within the 5-minute tolerance).
+    150 s for an event that dies after 24 virtual hours, within the 5-minute tolerance),
+    and never more than :data:`_MOST_AHEAD` seconds: a policy of more attempts (one a
+    minute for 24 hours is 1,440) would otherwise sign its later ones past the
+    receiver's tolerance, answered 401 ``timestamp``, a permanent failure. Attempts
+    beyond that lead repeat its ``t``.
     """
     t = int(now)
     if delivery.attempts:
-        t = max(t, delivery.attempts[-1].timestamp + 1)
+        t = max(t, min(delivery.attempts[-1].timestamp + 1, t + _MOST_AHEAD))
     return t
+
+
+_MOST_AHEAD = 240
+"""The most seconds an attempt's signed ``t`` runs ahead of ``signing_clock`` (see
+:func:`_signed_time`): a minute inside the receiver's default 5-minute tolerance."""
 
 
 def _in_flight(outcome: AttemptResult) -> bool:

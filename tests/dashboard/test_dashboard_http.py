@@ -313,6 +313,25 @@ def test_workers_with_their_own_login_need_one_csrf_key(flaky: Flaky) -> None:
     assert _replayed_elsewhere(record.id, *shared) == 303
 
 
+def test_a_str_csrf_key_is_taken_as_its_bytes(flaky: Flaky) -> None:
+    """``service-webhooks secret new`` prints a str, read back from the environment as
+    one: it was kept as it was, and every delivery page answered 500 (HMAC takes bytes)."""
+    record = failed_record(flaky)
+    key = "k" * 43
+    as_str, as_bytes = (
+        dashboard(receiver=flaky.receiver, authorize=lambda scope: True, csrf_key=given)
+        for given in (key, key.encode())
+    )
+    assert TestClient(as_str).get(f"/d/{record.id}").status_code == 200
+    assert _replayed_elsewhere(record.id, as_str, as_bytes) == 303
+
+
+@pytest.mark.parametrize("key", [b"", "", 42])
+def test_an_empty_or_wrongly_typed_csrf_key_is_refused(flaky: Flaky, key: Any) -> None:
+    with pytest.raises(ConfigurationError, match="csrf_key must"):
+        dashboard(receiver=flaky.receiver, authorize=lambda scope: True, csrf_key=key)
+
+
 def test_without_a_receiver_there_is_no_replay(flaky: Flaky) -> None:
     record = failed_record(flaky)
     app = TestClient(dashboard(flaky.receiver.inbox, basic_auth=AUTH))

@@ -165,6 +165,35 @@ async def test_retries_within_one_real_second_get_a_new_timestamp(
         verify(request.content, request.headers[SIGNATURE_HEADER], [Secret(SECRET)], now=t)
 
 
+async def test_retries_within_one_real_second_stay_within_the_tolerance(
+    Recording: Any, mock_sender: Any
+) -> None:
+    """A policy of one retry a minute for 24 virtual hours makes 1,440 attempts in a few
+    real seconds: each ``t`` one second later than the last ran 1,440 s ahead, and a
+    receiver (5-minute tolerance) answered the later ones 401, a permanent failure."""
+    transport = Recording(500)
+    async with mock_sender(transport) as sender:
+        emulator = Emulator(
+            sender,
+            clock=VirtualClock(),
+            policy=RetryPolicy(initial_delay=60, max_delay=60, factor=1, jitter=0),
+            signing_clock=lambda: 1_700_000_000.5,
+        )
+        emulator.add_endpoint(endpoint())
+        emulator.publish(note())
+        await emulator.run()
+    stamps = [
+        parse_signature_header(r.headers[SIGNATURE_HEADER]).timestamp for r in transport.calls
+    ]
+    assert len(stamps) > 1_000
+    assert stamps[:3] == [1_700_000_000, 1_700_000_001, 1_700_000_002]
+    assert max(stamps) - 1_700_000_000 <= 240  # within the default tolerance, 300 s
+    for request in transport.calls:  # the receiver's clock reads the signing clock
+        verify(
+            request.content, request.headers[SIGNATURE_HEADER], [Secret(SECRET)], now=1_700_000_000
+        )
+
+
 async def test_on_attempt_sees_when_the_next_attempt_is_due(
     Recording: Any, mock_sender: Any
 ) -> None:
