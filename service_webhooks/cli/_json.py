@@ -17,10 +17,19 @@ def strict_loads(text: str | bytes) -> Any:
     as they are, they make a body that is no JSON; re-encoded, they become ``null``,
     which is not what was written.
 
+    A lone surrogate escape (``"\\ud83d"``) is refused too: it decodes, but no UTF-8
+    body can hold it.
+
     Raises:
-        ValueError: Not JSON (``json.JSONDecodeError``), or one of those constants.
+        ValueError: Not JSON (``json.JSONDecodeError``), one of those constants, or a
+            lone surrogate.
     """
-    return json.loads(text, parse_constant=_refuse_constant)
+    value = json.loads(text, parse_constant=_refuse_constant)
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError as error:
+        raise ValueError(f"a lone surrogate ({error.object[error.start]!r}) is no text") from None
+    return value
 
 
 def json_option(text: str, option: str) -> Any:

@@ -8,6 +8,9 @@ row) and no line is ever wrapped.
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 from collections.abc import Sequence
 
 import click
@@ -20,7 +23,7 @@ from service_webhooks._reporting import printable
 from service_webhooks.stores import redact_url
 from service_webhooks.stores._url import redact_message
 
-__all__ = ["cannot_open", "console", "literal", "print_table"]
+__all__ = ["cannot_open", "console", "echo_json", "literal", "print_table"]
 
 
 def literal(value: object) -> str:
@@ -42,6 +45,22 @@ def cannot_open(what: str, url: str, error: Exception) -> click.ClickException:
     return click.ClickException(
         f"cannot open the {what} at {redact_url(url)}: {type(error).__name__}{reason}"
     )
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def echo_json(line: str) -> None:
+    """Print one JSON line on stdout, still valid JSON that decodes to the same values
+    when stdout's encoding cannot hold its text (``PYTHONIOENCODING=latin-1``, an ASCII
+    locale): then every non-ASCII character (all inside strings) is written as its
+    ``\\uXXXX`` escape, not as a Python escape (``\\U0001f600`` is no JSON)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        line.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        line = _NON_ASCII.sub(lambda match: json.dumps(match.group())[1:-1], line)
+    click.echo(line)
 
 
 def console(*, stderr: bool = False) -> Console:

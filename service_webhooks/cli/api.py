@@ -50,7 +50,7 @@ from service_webhooks.api.pagination import Page, Pager
 
 from ._as_sent import LastResponse, json_lines
 from ._finite import FiniteRange
-from ._output import console, print_table
+from ._output import console, echo_json, print_table
 from ._serve import bind, log_config, serve_until_stopped
 
 __all__ = ["api"]
@@ -171,7 +171,7 @@ def _emit(
     if recorder is not None:
         for page in pages:  # the recorder holds this page's response until the next
             for line in json_lines(page.items, recorder.response, field):
-                click.echo(line)
+                echo_json(line)
         return
     items: list[Any] = []
     try:

@@ -55,7 +55,7 @@ from service_webhooks.inbox.commands import (
 )
 from service_webhooks.stores import redact_url
 
-from ._output import cannot_open, print_table
+from ._output import cannot_open, echo_json, print_table
 from ._output import console as make_console
 from ._serve import bind, log_config, serve_until_stopped
 
@@ -291,7 +291,7 @@ def list_command(
         page = source.search(query, limit=limit)
     if as_json:
         for record in page.items:
-            click.echo(json_line(record))
+            echo_json(json_line(record))
         return
     columns: list[Column | str] = [
         Column(TABLE_COLUMNS[0], no_wrap=True),  # whole: its first digits are the time
@@ -310,7 +310,7 @@ def show(store: str, delivery_id: str, as_json: bool) -> None:
     with _opened(store) as source:
         record = _find(source, delivery_id)
     if as_json:
-        click.echo(json_line(record, full=True))
+        echo_json(json_line(record, full=True))
         return
     click.echo("\n".join(show_lines(record)))
 
