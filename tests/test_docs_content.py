@@ -260,3 +260,70 @@ def test_the_idempotency_key_example_keys_a_later_version_of_its_event() -> None
     assert key(later)
     first = Event("note.created", 1, NoteCreated(id="n-1", author="a", text=""), "o-1", 0, "")
     assert key(first) == "n-1"
+
+
+EXAMPLE_READMES = sorted((ROOT / "examples").rglob("README.md"))
+SHELL_BLOCK = re.compile(r"^```(?:sh|bash)\n(.*?)^```", re.M | re.S)
+HEREDOC = re.compile(r"<<'PY'\n(.*?)^PY$", re.M | re.S)
+# what a program or a module run by an example needs: an extra of the package, or itself
+PROVIDED_BY = {
+    "httpx": {"http", "cli", "httpx"},
+    "uvicorn": {"cli", "uvicorn"},
+    "celery": {"celery"},
+    "redis": {"redis", "celery"},
+    "django": {"django"},
+    "flask": {"flask"},
+    "starlette": {"asgi", "dashboard"},
+    "gunicorn": {"gunicorn"},
+    "service-webhooks": {"cli"},
+}
+
+
+def pip_installs(block: str) -> set[str]:
+    """The extras and the packages the block's ``pip install`` lines name."""
+    names: set[str] = set()
+    for line in re.findall(r"^pip install (.*?)(?:\s+#.*)?$", block, re.M):
+        for word in line.split():
+            found = re.fullmatch(r"'?service-webhooks\[([\w,]+)\]'?", word)
+            names |= set(found[1].split(",")) if found else {word.strip("'")}
+    return names
+
+
+@pytest.mark.parametrize(
+    "readme", EXAMPLE_READMES, ids=[str(p.relative_to(ROOT)) for p in EXAMPLE_READMES]
+)
+def test_an_example_readme_installs_what_its_commands_use(readme: Path) -> None:
+    """Followed word for word in a fresh environment, each command finds its program and
+    each snippet its imports: the celery README's ``import httpx`` once raised
+    ``ModuleNotFoundError`` after its own ``pip install`` line."""
+    blocks = SHELL_BLOCK.findall(readme.read_text(encoding="utf-8"))
+    installed = pip_installs(blocks[0])
+    assert installed, f"{readme}: the first block installs nothing"
+    used: set[str] = set()
+    for block in blocks:
+        for line in block.splitlines():
+            if line and not line.startswith((" ", "#", "pip ", "export ", "cd ", "kill ")):
+                used.add(line.split()[0])
+        for snippet in HEREDOC.findall(block):
+            used |= set(re.findall(r"^(?:import|from) (\w+)", snippet, re.M))
+            for imports in re.findall(r"^import (.*)$", snippet, re.M):
+                used |= {name.strip() for name in imports.split(",")}
+    for name in sorted(used & PROVIDED_BY.keys()):
+        assert PROVIDED_BY[name] & installed, f"{readme}: nothing installs {name}"
+
+
+@pytest.mark.parametrize(
+    "readme", EXAMPLE_READMES, ids=[str(p.relative_to(ROOT)) for p in EXAMPLE_READMES]
+)
+def test_an_example_readme_signs_with_the_secret_its_server_reads(readme: Path) -> None:
+    """The server reads ``SERVICE_WEBHOOKS_SECRET`` with a development default and splits
+    it (a rotation): a snippet that signs must read it the same way, or it is answered
+    401 once the variable is set, and raises ``KeyError`` while it is unset."""
+    default = re.compile(
+        r'os\.environ\.get\(\s*(?:#[^\n]*\n\s*)?"SERVICE_WEBHOOKS_SECRET",\s*'
+        r'"whsec-development-only-0123456789abcdef0123"\s*\)\.split\(\)\[0\]'
+    )
+    for block in SHELL_BLOCK.findall(readme.read_text(encoding="utf-8")):
+        for snippet in HEREDOC.findall(block):
+            if "sign(" in snippet:
+                assert default.search(snippet), f"{readme}: {snippet}"
