@@ -36,6 +36,8 @@ def main() -> None:
 
     if sys.stdout is None:  # started with stdout closed (>&-): nothing could be printed
         sys.exit("Error: stdout is closed: nothing can be printed")
+    if sys.stdin is None:  # started with stdin closed (<&-): read as empty, as /dev/null
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - for the whole run
     for stream in (sys.stdout, sys.stderr):
         _escape_unencodable(stream)
     try:

@@ -61,6 +61,23 @@ def test_stdout_closed_is_one_line_and_exit_1() -> None:
     assert done.stderr.decode().strip() == "Error: stdout is closed: nothing can be printed"
 
 
+def test_stdin_closed_reads_as_empty() -> None:
+    # --body-file - with stdin closed (<&-) was click's RuntimeError traceback
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "service_webhooks", "send", "http://127.0.0.1:9/x"),
+            *("--secret", "s", "--org", "o-1", "--body-file", "-"),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+        check=False,
+    )
+    assert b"Traceback" not in done.stderr
+    assert b"body file  org o-1  (0 bytes)" in done.stdout
+    assert done.returncode == 1  # a loopback address: not sent, as with an empty stdin
+
+
 def test_an_argument_that_is_not_utf8_is_a_usage_error() -> None:
     done = run(
         "send",
