@@ -65,11 +65,16 @@ def check_secrets_setting(value: object, name: str) -> None:
     nothing, every delivery answered 401 and never retried. The core keeps such a
     ``str`` whole; a setting, mostly read from the environment, asks for a list.
 
+    The same holds for each value of an ``{organization ID: secrets}`` mapping.
+
     Raises:
-        ConfigurationError: Naming ``name`` (as the user spells the setting), never
-            the value.
+        ConfigurationError: Naming ``name`` (as the user spells the setting, and the
+            organization for a mapping's value), never the value.
     """
-    if isinstance(value, str) and len(value.split()) > 1:
+    if isinstance(value, Mapping):
+        for organization_id, secrets in value.items():
+            check_secrets_setting(secrets, f"{name}[{organization_id!r}]")
+    elif isinstance(value, str) and len(value.split()) > 1:
         raise ConfigurationError(
             f"{name} holds whitespace: give several secrets (a rotation, newest first) as a "
             'list, from the environment as JSON (\'["new", "old"]\'), or str.split() '

@@ -57,6 +57,12 @@ def test_secrets_run_together_in_one_string_are_an_error() -> None:
     assert SECRET not in str(error.value)
     with override_settings(SERVICE_WEBHOOKS={"SECRETS": [f"{SECRET}-new", SECRET]}):
         assert ids() == []  # the rotation as a list
+    per_organization = {"SECRETS": {"o-A": SECRET, "o-B": f"{SECRET}-new {SECRET}"}}
+    refused = pytest.raises(ConfigurationError, match=r"\['SECRETS'\]\['o-B'\] holds whitespace")
+    with override_settings(SERVICE_WEBHOOKS=per_organization), refused:
+        conf.build_receiver()
+    with override_settings(SERVICE_WEBHOOKS={"SECRETS": {"o-B": [f"{SECRET}-new", SECRET]}}):
+        assert ids() == []
 
 
 def test_invalid_settings_name_the_setting_when_the_project_receiver_is_built() -> None:
