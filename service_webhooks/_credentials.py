@@ -278,6 +278,25 @@ class _PerOrganization:
         return f"OrganizationSecrets(organizations={sorted(self._table)!r})"
 
 
+def retired_secrets(resolver: SecretResolver, now: float) -> list[tuple[str | None, float]]:
+    """The secrets of a fixed configuration (one set, or one per organization) whose
+    stop date is already past at ``now``: they verify no delivery (the rotation they
+    were kept for is over). Each as ``(organization ID or None, not_after)``, for a
+    warning when the receiver is built; a callable's secrets are not known then."""
+    if isinstance(resolver, _Static):
+        groups: list[tuple[str | None, tuple[Secret, ...]]] = [(None, resolver.secrets)]
+    elif isinstance(resolver, _PerOrganization):
+        groups = [*resolver._table.items()]
+    else:
+        return []
+    return [
+        (organization_id, secret.not_after)
+        for organization_id, secrets in groups
+        for secret in secrets
+        if secret.not_after is not None and secret.not_after < now
+    ]
+
+
 class _Callable:
     __slots__ = ("_function",)
 

@@ -52,7 +52,7 @@ from typing import Any, Self, TypeAlias, TypeVar, cast
 import msgspec
 
 from . import _recording
-from ._credentials import SecretsConfig, _Static, as_resolver
+from ._credentials import SecretsConfig, _Static, as_resolver, retired_secrets
 from ._dispatch import Registration, Router, arun, check_plain_callable, run
 from ._envelope import MAX_BODY_SIZE, Envelope, decode_checked
 from ._events import Event
@@ -106,6 +106,7 @@ from ._signing import (
     DEFAULT_TOLERANCE,
     SIGNATURE_HEADER,
     SignatureHeader,
+    _utc,
     check,
     check_tolerance,
     parse_signature_header,
@@ -355,6 +356,15 @@ class WebhookReceiver:
         self.to_thread: ToThread = run_in_thread if to_thread is None else to_thread
         self._key_function = idempotency_key
         self._clock = clock
+        for organization_id, not_after in retired_secrets(
+            self._resolver, clock() if clock is not None else time.time()
+        ):  # kept after a rotation ended: harmless, but the operator should know
+            logger.warning(
+                "service_webhooks: a secret%s stopped verifying at its stop date (%s): "
+                "it accepts no delivery; remove it from secrets=",
+                "" if organization_id is None else f" of organization {organization_id!r}",
+                _utc(not_after),
+            )
         self.store: IdempotencyStore = open_store(store)
         self.router = router if router is not None else Router(strict=strict)
         self.on = self.router.on

@@ -5,6 +5,7 @@ settings, the CLI), never at the first delivery; and the refusal never shows the
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -139,3 +140,24 @@ def test_a_naive_stop_date_is_refused_with_the_way_to_write_it() -> None:
 
     with pytest.raises(ConfigurationError, match="tzinfo=UTC"):
         Secret(VALUE, not_after=datetime(2030, 1, 1))  # the mistake under test
+
+
+def test_a_secret_past_its_stop_date_when_the_receiver_is_built_is_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # kept after the rotation ended: it verifies nothing, and the operator should know
+    now = 1_800_000_000.0
+    old = Secret("whsec-old-0123456789abcdef0123456789", not_after=now - 1)
+    later = Secret("whsec-later-0123456789abcdef012345678", not_after=now + 3600)
+    with caplog.at_level(logging.WARNING, logger="service_webhooks"):
+        WebhookReceiver(["whsec-new-0123456789abcdef0123456789", old, later], clock=lambda: now)
+        WebhookReceiver({"o-A": [old], "o-B": [later]}, clock=lambda: now)
+        WebhookReceiver(lambda organization_id: [old], clock=lambda: now)  # not known yet
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [
+        "service_webhooks: a secret stopped verifying at its stop date "
+        "(2027-01-15T07:59:59+00:00): it accepts no delivery; remove it from secrets=",
+        "service_webhooks: a secret of organization 'o-A' stopped verifying at its stop "
+        "date (2027-01-15T07:59:59+00:00): it accepts no delivery; remove it from secrets=",
+    ]
+    assert all("whsec" not in message for message in messages)
