@@ -226,13 +226,18 @@ class SQLiteInbox(SQLInbox):
         then it is closed so that the path is opened again."""
         connection: Connection | None = getattr(self._local, "connection", None)
         if connection is not None and moved(connection):
-            self._local.connection = None
-            with self._lock:
-                self._connections.remove(connection)
+            self._untrack(connection)
             connection.close()
             self._size_total_made = False  # the file at the path may have none
             return None
         return connection
+
+    def _untrack(self, connection: Connection) -> None:
+        """No longer this thread's connection, nor one :meth:`close` closes: the next
+        statement opens the path again (the caller closes ``connection``)."""
+        self._local.connection = None
+        with self._lock:
+            self._connections.remove(connection)
 
     def _ready(self) -> None:
         if self._kept() is None:
@@ -267,9 +272,7 @@ class SQLiteInbox(SQLInbox):
                 yield connection
             except sqlite3.OperationalError as error:
                 if cannot_write(error) and connection is getattr(self._local, "connection", None):
-                    self._local.connection = None  # see cannot_write(): open the file again
-                    with self._lock:
-                        self._connections.remove(connection)
+                    self._untrack(connection)  # see cannot_write(): open the file again
                     self._once.add(connection)
                 raise
             finally:
