@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ from types import ModuleType
 
 import httpx
 import pytest
+from sw_modules import load_file
 
 from service_webhooks import SIGNATURE_HEADER, sign
 from service_webhooks.inbox import SQLiteInbox
@@ -130,12 +130,7 @@ def handle(event):
 
 
 def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"hooks_{path.parent.name}", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(f"hooks_{path.parent.name}", path)
 
 
 def test_a_failed_delivery_is_replayed_from_the_cli_once_fixed(tmp_path: Path) -> None:

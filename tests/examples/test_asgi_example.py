@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -15,6 +14,7 @@ from types import ModuleType
 
 import httpx
 import pytest
+from sw_modules import load_file
 
 from service_webhooks.testing import Signer
 
@@ -27,12 +27,7 @@ NOTE = {"id": "n-1", "author": "ana@example.com", "text": "hello"}
 
 def load(name: str) -> ModuleType:
     """A fresh copy of the example module (its receiver and ``received`` list are new)."""
-    spec = importlib.util.spec_from_file_location(name, EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(name, EXAMPLE)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import signal
@@ -15,6 +14,7 @@ from types import ModuleType
 
 import httpx
 import pytest
+from sw_modules import load_file
 
 from service_webhooks.testing import Signer
 
@@ -33,12 +33,7 @@ def load(name: str, monkeypatch: pytest.MonkeyPatch, secret: str | None) -> Modu
         monkeypatch.delenv("SERVICE_WEBHOOKS_SECRET", raising=False)
     else:
         monkeypatch.setenv("SERVICE_WEBHOOKS_SECRET", secret)
-    spec = importlib.util.spec_from_file_location(name, EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(name, EXAMPLE)
 
 
 def post(module: ModuleType, secret: str, note_id: str) -> tuple[int, str]:

@@ -308,17 +308,14 @@ def lines_of_code(source: str) -> int:
 def test_the_example_app_answers_deliveries(
     kit: ModuleType, tmp_path: Any, monkeypatch: Any
 ) -> None:
-    import importlib.util
     from pathlib import Path
+
+    from sw_modules import load_file
 
     monkeypatch.setenv("SERVICE_WEBHOOKS_SECRET", kit.SECRET)
     monkeypatch.setenv("SERVICE_WEBHOOKS_STORE", f"sqlite:{tmp_path / 'example.sqlite3'}")
     path = Path(__file__).parents[3] / "examples" / "flask_app.py"
-    spec = importlib.util.spec_from_file_location("sw_tests_example_flask_app", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file("sw_tests_example_flask_app", path)
     client = module.app.test_client()
     for name in ("note.created", "a.new.event"):  # the second reaches on_any
         body = kit.envelope(name)
@@ -333,8 +330,9 @@ def test_the_example_app_takes_a_rotation_from_the_clis_secret_variable(
 ) -> None:
     """``SERVICE_WEBHOOKS_SECRET="new old"`` (as ``service-webhooks send`` reads it): both
     verify, not one secret with a space in it that no delivery matches (401, permanent)."""
-    import importlib.util
     from pathlib import Path
+
+    from sw_modules import load_file
 
     from service_webhooks.testing import Signer
 
@@ -342,11 +340,7 @@ def test_the_example_app_takes_a_rotation_from_the_clis_secret_variable(
     monkeypatch.setenv("SERVICE_WEBHOOKS_SECRET", f"{new} {old}")
     monkeypatch.setenv("SERVICE_WEBHOOKS_STORE", f"sqlite:{tmp_path / 'example.sqlite3'}")
     path = Path(__file__).parents[3] / "examples" / "flask_app.py"
-    spec = importlib.util.spec_from_file_location("sw_tests_example_flask_rotation", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file("sw_tests_example_flask_rotation", path)
     client = module.app.test_client()
     for number, secret in enumerate((new, old)):
         body, headers = Signer(secret).delivery(
